@@ -1,0 +1,127 @@
+"""Build the native libraries next to the Python package.
+
+* ``libtorchtrt_ext_kernels.so``: every ``csrc/kernels/*.cu`` (no TensorRT, no torch headers), built whenever
+  nvcc is found. Used by the eager CUDA path of the ops and by the Python TensorRT plugins (ctypes).
+* ``libtorchtrt_ext_plugins.so``: the IPluginV3 classes of ``csrc/plugins`` plus the same kernels, built only
+  when TensorRT headers (``NvInfer.h``) are found; otherwise skipped with the reason printed.
+
+Environment variables:
+  TORCHTRT_EXT_CUDA_ARCHS   semicolon list of SM versions, default "75;80;86;89;90" (PTX of the last is added)
+  TORCHTRT_EXT_TRT_INCLUDE  folder holding NvInfer.h (else: TensorRT_ROOT/include, system folders, pip's tensorrt)
+  TORCHTRT_EXT_NVCC         the nvcc to use (else: $CUDA_HOME/bin/nvcc, then PATH)
+  TORCHTRT_EXT_SKIP_NATIVE  set to 1 to skip both libraries
+
+Rebuild in place after editing csrc/: ``python setup.py build_ext --inplace``.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from setuptools import Distribution, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).resolve().parent
+CSRC = ROOT / "csrc"
+DEFAULT_ARCHS = "75;80;86;89;90"
+
+
+def _log(msg: str) -> None:
+    print(f"[torchtrt_ext build] {msg}", file=sys.stderr, flush=True)
+
+
+def find_nvcc() -> str | None:
+    """Return the nvcc path, or None when no CUDA compiler is installed."""
+    explicit = os.environ.get("TORCHTRT_EXT_NVCC")
+    if explicit:
+        return explicit
+    cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if cuda_home and (Path(cuda_home) / "bin" / "nvcc").exists():
+        return str(Path(cuda_home) / "bin" / "nvcc")
+    return shutil.which("nvcc") or (
+        "/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None
+    )
+
+
+def find_trt_include() -> tuple[Path | None, list[str]]:
+    """Return (folder holding NvInfer.h or None, the folders looked in)."""
+    candidates: list[Path] = []
+    for var in ("TORCHTRT_EXT_TRT_INCLUDE",):
+        if os.environ.get(var):
+            candidates.append(Path(os.environ[var]))
+    if os.environ.get("TensorRT_ROOT"):
+        candidates.append(Path(os.environ["TensorRT_ROOT"]) / "include")
+    candidates += [Path("/usr/include/x86_64-linux-gnu"), Path("/usr/include"), Path("/usr/local/TensorRT/include"),
+                   Path("/usr/local/tensorrt/include"), ROOT / ".deps" / "TensorRT" / "include"]
+    try:  # an installed TensorRT wheel that ships its include folder
+        import importlib.util
+
+        spec = importlib.util.find_spec("tensorrt")
+        if spec and spec.origin:
+            candidates.append(Path(spec.origin).parent / "include")
+    except (ImportError, ValueError):
+        pass
+    for folder in candidates:
+        if (folder / "NvInfer.h").exists():
+            return folder, [str(c) for c in candidates]
+    return None, [str(c) for c in candidates]
+
+
+def gencode_flags() -> list[str]:
+    """nvcc -gencode flags for TORCHTRT_EXT_CUDA_ARCHS plus PTX of the newest architecture."""
+    archs = [a.strip() for a in os.environ.get("TORCHTRT_EXT_CUDA_ARCHS", DEFAULT_ARCHS).split(";") if a.strip()]
+    flags = []
+    for arch in archs:
+        flags += ["-gencode", f"arch=compute_{arch},code=sm_{arch}"]
+    flags += ["-gencode", f"arch=compute_{archs[-1]},code=compute_{archs[-1]}"]
+    return flags
+
+
+def _nvcc_shared(nvcc: str, sources: list[Path], output: Path, extra: list[str]) -> None:
+    output.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [nvcc, "-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC,-Wall,-Wextra,-fvisibility=hidden",
+           "--threads", "0", "-I", str(CSRC), *gencode_flags(), *extra, *map(str, sources),
+           "-o", str(output), "-lcudart"]
+    _log(" ".join(cmd))
+    subprocess.run(cmd, check=True)
+
+
+class BuildNative(build_ext):
+    """Compile the CUDA kernels library and, where TensorRT headers exist, the plugin library."""
+
+    def run(self) -> None:  # noqa: D102 - setuptools hook
+        if os.environ.get("TORCHTRT_EXT_SKIP_NATIVE") == "1":
+            _log("TORCHTRT_EXT_SKIP_NATIVE=1: native libraries not built")
+            return
+        out_dir = (ROOT if self.inplace else Path(self.build_lib)) / "torchtrt_ext" / "lib"
+        nvcc = find_nvcc()
+        if nvcc is None:
+            _log("nvcc not found: libtorchtrt_ext_kernels.so and libtorchtrt_ext_plugins.so skipped. "
+                 "Install the CUDA toolkit (or set TORCHTRT_EXT_NVCC) and reinstall to get the CUDA kernels.")
+            return
+        kernels = sorted((CSRC / "kernels").glob("*.cu"))
+        _nvcc_shared(nvcc, kernels, out_dir / "libtorchtrt_ext_kernels.so", [])
+        include, looked = find_trt_include()
+        if include is None:
+            _log("TensorRT headers (NvInfer.h) not found in " + ", ".join(looked) +
+                 ": libtorchtrt_ext_plugins.so skipped. Set TORCHTRT_EXT_TRT_INCLUDE to the folder holding NvInfer.h.")
+            return
+        plugin_sources = sorted((CSRC / "plugins").rglob("*.cpp"))
+        if not plugin_sources:
+            _log("no csrc/plugins/*.cpp sources: libtorchtrt_ext_plugins.so skipped")
+            return
+        _nvcc_shared(nvcc, plugin_sources + kernels, out_dir / "libtorchtrt_ext_plugins.so",
+                     ["-I", str(include), "-Xcompiler", "-Wno-deprecated-declarations"])
+
+
+class NativeDistribution(Distribution):
+    """Marks the wheel as platform specific: it carries shared libraries."""
+
+    def has_ext_modules(self) -> bool:  # noqa: D102 - setuptools hook
+        return True
+
+
+setup(cmdclass={"build_ext": BuildNative}, distclass=NativeDistribution)
