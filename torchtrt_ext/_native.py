@@ -1,0 +1,60 @@
+"""Find and load the native libraries built by setup.py (CUDA kernels, TensorRT plugins)."""
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+from pathlib import Path
+
+from torchtrt_ext.errors import LibraryNotFoundError, failure
+
+KERNELS_LIB = "libtorchtrt_ext_kernels.so"
+PLUGINS_LIB = "libtorchtrt_ext_plugins.so"
+_PACKAGE_LIB_DIR = Path(__file__).resolve().parent / "lib"
+_BUILD_HINT = ("rebuild with `pip install -e .` (or `python setup.py build_ext --inplace`) on a machine with nvcc{extra}; "
+               "or point {var} at an existing copy")
+
+
+def _search_dirs(env_var: str) -> list[Path]:
+    dirs = []
+    if os.environ.get(env_var):
+        dirs.append(Path(os.environ[env_var]))
+    dirs.append(_PACKAGE_LIB_DIR)
+    return dirs
+
+
+def _find(name: str, env_var: str, extra_hint: str = "") -> Path:
+    """Return the path of library `name`, looking at $env_var (a file or folder) then torchtrt_ext/lib."""
+    looked = []
+    for candidate in _search_dirs(env_var):
+        path = candidate if candidate.suffix == ".so" else candidate / name
+        looked.append(str(path))
+        if path.is_file():
+            return path
+    raise LibraryNotFoundError(failure(
+        f"{name} not found (looked in: {', '.join(looked)})",
+        f"the library built by setup.py into {_PACKAGE_LIB_DIR}",
+        _BUILD_HINT.format(extra=extra_hint, var=env_var)))
+
+
+def kernels_library_path() -> Path:
+    """Path of libtorchtrt_ext_kernels.so (override: $TORCHTRT_EXT_KERNELS_LIB); raises LibraryNotFoundError."""
+    return _find(KERNELS_LIB, "TORCHTRT_EXT_KERNELS_LIB")
+
+
+def plugin_library_path() -> Path:
+    """Path of libtorchtrt_ext_plugins.so (override: $TORCHTRT_EXT_PLUGIN_LIB); raises LibraryNotFoundError."""
+    return _find(PLUGINS_LIB, "TORCHTRT_EXT_PLUGIN_LIB",
+                 " and TensorRT headers (set TORCHTRT_EXT_TRT_INCLUDE to the folder holding NvInfer.h)")
+
+
+@functools.lru_cache(maxsize=None)
+def kernels_library() -> ctypes.CDLL:
+    """The loaded CUDA kernels library (loaded once per process)."""
+    path = kernels_library_path()
+    try:
+        return ctypes.CDLL(str(path))
+    except OSError as exc:
+        raise LibraryNotFoundError(failure(
+            f"{path} exists but could not be loaded: {exc}", "a library built for this machine's CUDA runtime",
+            "rebuild it here with `python setup.py build_ext --inplace`")) from exc
