@@ -1,0 +1,170 @@
+"""torch -> ONNX with torchtrt_ext custom ops as custom nodes, through either PyTorch exporter.
+
+``exporter="auto"`` uses the dynamo exporter (``torch.export``-based, PyTorch's default since 2.9 and the one
+that will stay) and, if it fails on this model, logs why and retries with the legacy TorchScript exporter.
+The exporter used is stored in the model's metadata (``torchtrt_ext.exporter``).
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import io
+import logging
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import onnx
+import torch
+
+from torchtrt_ext.errors import ExportError, InvalidInputError
+from torchtrt_ext.ops._spec import DOMAIN, DOMAIN_VERSION, custom_translation_table
+from torchtrt_ext.passes.shapes import infer_shapes
+
+log = logging.getLogger("torchtrt_ext")
+
+EXPORTERS = ("auto", "dynamo", "legacy")
+LEGACY_OPSETS = range(17, 21)  # the TorchScript exporter's supported range
+DYNAMO_OPSETS = range(18, 24)
+DEFAULT_OPSET = 18
+DynamicShapes = Mapping[str, Mapping[int, str]]
+
+
+def input_names(model: torch.nn.Module, example_inputs: Sequence[Any]) -> list[str]:
+    """Bind the example inputs to ``model.forward`` and return one name per input (the parameter names)."""
+    try:
+        bound = inspect.signature(model.forward).bind(*example_inputs)
+    except TypeError as exc:
+        params = list(inspect.signature(model.forward).parameters)
+        raise InvalidInputError(
+            f"example_inputs do not match {type(model).__name__}.forward{tuple(params)}: {exc}. Remedy: pass one "
+            f"tensor per forward argument, as a tuple, e.g. (x,)") from None
+    names: list[str] = []
+    for name, value in bound.arguments.items():
+        kind = inspect.signature(model.forward).parameters[name].kind
+        values = value if kind == inspect.Parameter.VAR_POSITIONAL else (value,)
+        for i, v in enumerate(values):
+            label = f"{name}_{i}" if kind == inspect.Parameter.VAR_POSITIONAL else name
+            if not isinstance(v, torch.Tensor):
+                raise InvalidInputError(f"example input {label!r} is a {type(v).__name__}, not a torch.Tensor. "
+                                        "Remedy: pass tensors only; make other arguments attributes of the model")
+            names.append(label)
+    return names
+
+
+def output_names(outputs: Any) -> list[str]:
+    """Names for the flattened outputs: 'output' for one tensor, dict keys, or output_<i>."""
+    if isinstance(outputs, torch.Tensor):
+        return ["output"]
+    if isinstance(outputs, Mapping):
+        return [str(k) for k in outputs]
+    leaves = torch.utils._pytree.tree_leaves(outputs)
+    return [f"output_{i}" for i in range(len(leaves))]
+
+
+def _check_args(exporter: str, opset: int | None, dynamic: DynamicShapes, names: list[str],
+                inputs: Sequence[torch.Tensor]) -> None:
+    if exporter not in EXPORTERS:
+        raise InvalidInputError(f"exporter={exporter!r} is not one of {EXPORTERS}")
+    allowed = {"legacy": LEGACY_OPSETS, "dynamo": DYNAMO_OPSETS, "auto": DYNAMO_OPSETS}[exporter]
+    if opset is not None and opset not in allowed:
+        raise InvalidInputError(f"opset={opset} is not supported by the {exporter} exporter. "
+                                f"Allowed: {allowed.start} to {allowed.stop - 1}")
+    for name, dims in dynamic.items():
+        if name not in names:
+            raise InvalidInputError(f"dynamic_shapes names input {name!r}, but the inputs are {names}")
+        rank = inputs[names.index(name)].dim()
+        bad = [d for d in dims if not 0 <= d < rank]
+        if bad:
+            raise InvalidInputError(f"dynamic_shapes[{name!r}] has dims {bad} outside 0..{rank - 1} "
+                                    f"(input {name!r} has rank {rank})")
+
+
+def _default_dynamic(names: list[str], inputs: Sequence[torch.Tensor]) -> dict[str, dict[int, str]]:
+    return {n: {0: "batch"} for n, t in zip(names, inputs) if t.dim() > 0}
+
+
+def _export_dynamo(model: torch.nn.Module, inputs: tuple, names: list[str], outs: list[str],
+                   dynamic: DynamicShapes, opset: int) -> onnx.ModelProto:
+    dims: dict[str, torch.export.Dim] = {}
+    shapes = {}
+    for name in names:
+        spec = dynamic.get(name, {})
+        shapes[name] = {d: dims.setdefault(sym, torch.export.Dim(sym)) for d, sym in spec.items()} or None
+    params = list(inspect.signature(model.forward).parameters)
+    dynamic_shapes = {p: shapes[p] for p in params if p in shapes} if set(names) <= set(params) else \
+        tuple(shapes[n] for n in names)
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore", FutureWarning)
+        program = torch.onnx.export(model, inputs, dynamo=True, opset_version=opset, input_names=names,
+                                    output_names=outs, dynamic_shapes=dynamic_shapes or None,
+                                    custom_translation_table=custom_translation_table(), verbose=False)
+    assert program is not None
+    return program.model_proto
+
+
+def _export_legacy(model: torch.nn.Module, inputs: tuple, names: list[str], outs: list[str],
+                   dynamic: DynamicShapes, opset: int) -> onnx.ModelProto:
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(model, inputs, buffer, dynamo=False, opset_version=opset, input_names=names,
+                          output_names=outs, dynamic_axes={k: dict(v) for k, v in dynamic.items()},
+                          custom_opsets={DOMAIN: DOMAIN_VERSION})
+    return onnx.load_from_string(buffer.getvalue())
+
+
+def export_onnx(model: torch.nn.Module, example_inputs: Any, path: str | os.PathLike | None = None, *,
+                dynamic_shapes: DynamicShapes | None = None, exporter: str = "auto",
+                opset: int | None = None) -> onnx.ModelProto:
+    """Export ``model`` to ONNX with custom ops as torchtrt_ext nodes; write it to ``path`` when given.
+
+    ``dynamic_shapes`` maps input names to ``{dim: symbol}`` (default None: dim 0 of every input is "batch";
+    ``{}``: all static). ``exporter``: "auto" (dynamo, falling back to legacy), "dynamo" or "legacy".
+    ``opset``: default 18.
+    """
+    inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
+    if not isinstance(model, torch.nn.Module):
+        raise InvalidInputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    names = input_names(model, inputs)
+    dynamic = _default_dynamic(names, inputs) if dynamic_shapes is None else dynamic_shapes
+    _check_args(exporter, opset, dynamic, names, inputs)
+    opset = opset or DEFAULT_OPSET
+    with torch.no_grad():
+        outs = output_names(model(*inputs))
+    order = ["dynamo", "legacy"] if exporter == "auto" else [exporter]
+    errors = []
+    for which in order:
+        if which == "legacy" and opset not in LEGACY_OPSETS:
+            errors.append(f"legacy: opset {opset} is outside {LEGACY_OPSETS.start}..{LEGACY_OPSETS.stop - 1}")
+            continue
+        try:
+            run = _export_dynamo if which == "dynamo" else _export_legacy
+            onnx_model = run(model, inputs, names, outs, dynamic, opset)
+            break
+        except Exception as exc:  # noqa: BLE001 - reported below with every exporter's reason
+            errors.append(f"{which}: {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}")
+            if exporter == "auto":
+                log.warning("dynamo export failed (%s); retrying with the legacy exporter", errors[-1])
+    else:
+        raise ExportError("ONNX export failed. " + " | ".join(errors) + ". Remedy: check the model runs on the "
+                          "example inputs; try exporter='legacy' or 'dynamo' explicitly, or static shapes "
+                          "(dynamic_shapes={})")
+    onnx_model = _finish(onnx_model, which)
+    if path is not None:
+        onnx.save(onnx_model, os.fspath(path))
+    return onnx_model
+
+
+def _finish(model: onnx.ModelProto, exporter: str) -> onnx.ModelProto:
+    """Ensure the custom opset import, fill shapes through custom nodes, tag the exporter, check the model."""
+    uses_custom = any(n.domain == DOMAIN for n in model.graph.node)
+    domains = {e.domain for e in model.opset_import}
+    if uses_custom and DOMAIN not in domains:
+        model.opset_import.append(onnx.helper.make_opsetid(DOMAIN, DOMAIN_VERSION))
+    model = infer_shapes(model)
+    onnx.helper.set_model_props(model, {**{p.key: p.value for p in model.metadata_props},
+                                        "torchtrt_ext.exporter": exporter})
+    onnx.checker.check_model(model)
+    return model

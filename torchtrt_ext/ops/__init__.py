@@ -1,0 +1,21 @@
+"""Custom ops: built-in ops and the machinery to define your own (see ``OpSpec`` and ``define_op``).
+
+Each op is one file here; adding an op is one new file plus one import line below.
+"""
+from __future__ import annotations
+
+from torchtrt_ext.ops._spec import (
+    DOMAIN,
+    Attr,
+    CustomOp,
+    Decomposer,
+    OpSpec,
+    define_op,
+    finite_positive,
+    get_op,
+    registered_ops,
+)
+from torchtrt_ext.ops.l2norm import l2norm
+
+__all__ = ["DOMAIN", "Attr", "CustomOp", "Decomposer", "OpSpec", "define_op", "finite_positive", "get_op",
+           "l2norm", "registered_ops"]

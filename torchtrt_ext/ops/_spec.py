@@ -1,0 +1,451 @@
+"""The op-definition machinery: one ``OpSpec`` gives every layer of a custom op.
+
+From a single definition, ``define_op`` produces
+
+* the eager function (PyTorch math on any device, autograd through recomputation, an optional CUDA kernel),
+* the legacy TorchScript exporter path (a ``torch.autograd.Function`` whose ``symbolic`` emits the node),
+* the dynamo exporter path (a ``torch.library`` op, an ONNX schema and an onnxscript translation),
+* the decomposition into standard ONNX ops (``passes.decompose_custom_ops``),
+* the output shape and dtype rule (the fake kernel, and ONNX value_info through ``passes.infer_shapes``),
+* the attribute schema (names, types, defaults, validation) shared with the plugins.
+
+Every node follows DESIGN.md §3: domain ``torchtrt_ext``, op_type = plugin name, the attributes, and
+``plugin_version`` / ``plugin_namespace`` so TensorRT's ONNX parser finds the plugin creator.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+import torch
+from onnx import helper
+
+from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError, LibraryNotFoundError, OpDefinitionError
+
+DOMAIN = "torchtrt_ext"
+DOMAIN_VERSION = 1
+FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_REQUIRED = object()
+
+# attribute kind -> (python types accepted, torch schema type, ONNX attribute type, legacy g.op suffix)
+_KINDS: dict[str, tuple[tuple[type, ...], str, Any, str]] = {
+    "int": ((int,), "int", onnx.defs.OpSchema.AttrType.INT, "i"),
+    "float": ((float, int), "float", onnx.defs.OpSchema.AttrType.FLOAT, "f"),
+    "ints": ((list, tuple), "int[]", onnx.defs.OpSchema.AttrType.INTS, "i"),
+    "floats": ((list, tuple), "float[]", onnx.defs.OpSchema.AttrType.FLOATS, "f"),
+    "str": ((str,), "str", onnx.defs.OpSchema.AttrType.STRING, "s"),
+}
+_ONNX_TYPES = {torch.float32: "tensor(float)", torch.float16: "tensor(float16)", torch.bfloat16: "tensor(bfloat16)",
+               torch.float64: "tensor(double)", torch.int64: "tensor(int64)", torch.int32: "tensor(int32)",
+               torch.bool: "tensor(bool)"}
+_TORCH_FROM_ONNX = {onnx.TensorProto.FLOAT: torch.float32, onnx.TensorProto.FLOAT16: torch.float16,
+                    onnx.TensorProto.BFLOAT16: torch.bfloat16, onnx.TensorProto.DOUBLE: torch.float64,
+                    onnx.TensorProto.INT64: torch.int64, onnx.TensorProto.INT32: torch.int32,
+                    onnx.TensorProto.BOOL: torch.bool}
+_ONNX_FROM_TORCH = {v: k for k, v in _TORCH_FROM_ONNX.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class Attr:
+    """One op attribute: ONNX/plugin field name, kind ('int', 'float', 'ints', 'floats', 'str'), default, rule.
+
+    ``check`` returns True for allowed values; ``allowed`` describes them for error messages; ``arg`` is the
+    Python argument name users pass it as, when it differs from the field name (``dim`` for ``axis``).
+    """
+
+    name: str
+    kind: str
+    default: Any = _REQUIRED
+    doc: str = ""
+    check: Callable[[Any], bool] | None = None
+    allowed: str = ""
+    arg: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in _KINDS:
+            raise OpDefinitionError(f"attribute {self.name!r}: kind {self.kind!r} is not one of {sorted(_KINDS)}")
+
+    @property
+    def required(self) -> bool:
+        """Whether the attribute has no default."""
+        return self.default is _REQUIRED
+
+    @property
+    def label(self) -> str:
+        """How error messages name it: the Python argument, with the field name when they differ."""
+        return self.name if self.arg in (None, self.name) else f"{self.arg} (ONNX attribute {self.name!r})"
+
+    def validate(self, op: str, value: Any) -> Any:
+        """Return the value coerced to its kind, or raise InvalidAttributeError naming the argument."""
+        accepted = _KINDS[self.kind][0]
+        if isinstance(value, bool) or not isinstance(value, accepted):
+            raise InvalidAttributeError(
+                f"{op}: argument {self.label} must be of type {self.kind}, got {type(value).__name__} {value!r}."
+                + (f" Allowed: {self.allowed}." if self.allowed else ""))
+        if self.kind == "float":
+            value = float(value)
+        elif self.kind in ("ints", "floats"):
+            elem = int if self.kind == "ints" else float
+            if any(isinstance(v, bool) or not isinstance(v, (int, float) if elem is float else int) for v in value):
+                raise InvalidAttributeError(f"{op}: argument {self.label} must be a list of {elem.__name__}, got {value!r}")
+            value = tuple(elem(v) for v in value)
+        if self.check is not None and not self.check(value):
+            raise InvalidAttributeError(f"{op}: argument {self.label}={value!r} is not allowed. Allowed: {self.allowed}.")
+        return value
+
+
+def finite_positive(value: float) -> bool:
+    """Attribute check: a finite number > 0 (an eps)."""
+    return math.isfinite(value) and value > 0
+
+
+@dataclasses.dataclass
+class Decomposer:
+    """Builds the standard-ONNX nodes that replace one custom node (see ``OpSpec.decompose``)."""
+
+    opset: int
+    prefix: str
+    nodes: list[onnx.NodeProto] = dataclasses.field(default_factory=list)
+    _count: int = 0
+
+    def _fresh(self) -> str:
+        self._count += 1
+        return f"{self.prefix}/_{self._count}"
+
+    def op(self, op_type: str, *inputs: str, out: str | None = None, **attrs: Any) -> str:
+        """Append one single-output node and return its output name (``out`` when given)."""
+        output = out or self._fresh()
+        self.nodes.append(helper.make_node(op_type, list(inputs), [output], name=f"{self.prefix}/{op_type}_{self._count}",
+                                           **attrs))
+        self._count += 1
+        return output
+
+    def const(self, value: Any, dtype: Any = np.float32) -> str:
+        """A Constant node holding ``value`` (scalar or array) as ``dtype``; returns its output name."""
+        array = np.asarray(value, dtype=dtype)
+        return self.op("Constant", value=onnx.numpy_helper.from_array(array, name=self._fresh()))
+
+    def reduce(self, op_type: str, x: str, axes: Sequence[int], keepdims: bool = True, out: str | None = None) -> str:
+        """A Reduce* node over ``axes``, as an attribute before opset 18 (13 for ReduceSum) and an input after."""
+        axes_as_input = self.opset >= (13 if op_type == "ReduceSum" else 18)
+        if axes_as_input:
+            return self.op(op_type, x, self.const(list(axes), np.int64), out=out, keepdims=int(keepdims))
+        return self.op(op_type, x, out=out, axes=list(axes), keepdims=int(keepdims))
+
+
+class SymDim:
+    """An ONNX dimension whose value is unknown (a dim_param, or nothing): arithmetic on it stays unknown."""
+
+    def __init__(self, name: str | None = None) -> None:
+        self.name = name
+
+    def _unknown(self, *_: Any) -> SymDim:
+        return SymDim()
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _unknown
+    __floordiv__ = __rfloordiv__ = __truediv__ = __mod__ = _unknown
+
+
+Shape = tuple  # of int, torch.SymInt or SymDim
+ShapeRule = Callable[..., list[tuple[Shape, torch.dtype]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class OpSpec:
+    """Everything that defines a custom op; every other layer reads it from here.
+
+    ``eager(*tensors, **attrs)`` is the reference PyTorch math. ``shape_rule(shapes, dtypes, **attrs)`` returns
+    one ``(shape, dtype)`` per output and must only do arithmetic on the dims (they may be symbolic).
+    ``decompose(d, inputs, outputs, **attrs)`` emits standard ONNX nodes with ``d`` writing exactly ``outputs``.
+    ``prepare(shapes, dtypes, **attrs)`` checks input-dependent rules (an axis against the rank) and returns the
+    canonical attributes (e.g. a non-negative axis). ``cuda`` optionally replaces ``eager`` on CUDA tensors; it
+    raises ``LibraryNotFoundError`` when its library is missing, and the op then falls back to ``eager``.
+    Optional inputs (passed as None) must come last.
+    """
+
+    name: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attrs: tuple[Attr, ...]
+    eager: Callable[..., Any]
+    shape_rule: ShapeRule
+    decompose: Callable[..., None]
+    prepare: Callable[..., dict[str, Any]] | None = None
+    cuda: Callable[..., Any] | None = None
+    optional_inputs: tuple[str, ...] = ()
+    dtypes: tuple[torch.dtype, ...] = FLOAT_DTYPES
+    version: str = "1"
+    doc: str = ""
+    torch_name: str = ""
+
+    @property
+    def qualname(self) -> str:
+        """The torch.library name, ``torchtrt_ext::<torch_name>``."""
+        return f"{DOMAIN}::{self.torch_name or self.name.lower()}"
+
+    def attr(self, name: str) -> Attr:
+        """The attribute called ``name``."""
+        for attr in self.attrs:
+            if attr.name == name:
+                return attr
+        raise KeyError(name)
+
+    def validate_attrs(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """Check names, types and allowed values; fill defaults. Raises InvalidAttributeError."""
+        known = {a.name for a in self.attrs}
+        unknown = sorted(set(attrs) - known)
+        if unknown:
+            raise InvalidAttributeError(
+                f"{self.name}: unknown attribute(s) {unknown}. Allowed: {sorted(known)}.")
+        out = {}
+        for attr in self.attrs:
+            if attr.name in attrs:
+                out[attr.name] = attr.validate(self.name, attrs[attr.name])
+            elif attr.required:
+                raise InvalidAttributeError(f"{self.name}: argument {attr.label} is required.")
+            else:
+                out[attr.name] = attr.default
+        return out
+
+    def node_attributes(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """The ONNX attributes of a node: the op's attributes plus plugin_version and plugin_namespace."""
+        return {**attrs, "plugin_version": self.version, "plugin_namespace": DOMAIN}
+
+    def make_node(self, inputs: Sequence[str], outputs: Sequence[str], name: str | None = None,
+                  **attrs: Any) -> onnx.NodeProto:
+        """An ONNX node of this op (attributes validated, defaults filled) as DESIGN.md §3 describes it."""
+        full = self.validate_attrs(attrs)
+        return helper.make_node(self.name, list(inputs), list(outputs), name=name, domain=DOMAIN,
+                                **self.node_attributes(full))
+
+
+class CustomOp:
+    """A defined op: call it like a function on tensors; it also carries its exporter hooks."""
+
+    def __init__(self, spec: OpSpec) -> None:
+        self.spec = spec
+        self._check_definition()
+        self._register_torch_op()
+        self._register_onnx_schema()
+        self.autograd_function = self._make_autograd_function()
+        self.translation = self._make_translation()
+        self._warned_cuda = False
+
+    # ----------------------------------------------------------------------------------------------- definition
+    def _check_definition(self) -> None:
+        spec = self.spec
+        if not spec.name.isidentifier() or not spec.inputs or not spec.outputs:
+            raise OpDefinitionError(f"op {spec.name!r}: needs an identifier name, inputs and outputs")
+        names = list(spec.inputs) + [a.name for a in spec.attrs]
+        if len(set(names)) != len(names):
+            raise OpDefinitionError(f"op {spec.name}: input and attribute names must be unique, got {names}")
+        optional = list(spec.optional_inputs)
+        if optional and list(spec.inputs[-len(optional):]) != optional:
+            raise OpDefinitionError(f"op {spec.name}: optional inputs {optional} must be the last inputs")
+        if spec.qualname.split("::")[1] in _DEFINED or onnx.defs.has(spec.name, DOMAIN):
+            raise OpDefinitionError(f"op {spec.name}: already defined in this process; define each op once")
+
+    def _torch_schema(self) -> str:
+        spec = self.spec
+        args = [f"Tensor{'?' if n in spec.optional_inputs else ''} {n}" for n in spec.inputs]
+        args += [f"{_KINDS[a.kind][1]} {a.name}" for a in spec.attrs]
+        outs = "Tensor" if len(spec.outputs) == 1 else "(" + ", ".join(["Tensor"] * len(spec.outputs)) + ")"
+        return f"{spec.qualname.split('::')[1]}({', '.join(args)}) -> {outs}"
+
+    def _register_torch_op(self) -> None:
+        spec = self.spec
+        name = spec.qualname.split("::")[1]
+        _LIBRARY.define(self._torch_schema())
+        n_in = len(spec.inputs)
+
+        def split(args: tuple) -> tuple[tuple, dict[str, Any]]:
+            return args[:n_in], {a.name: v for a, v in zip(spec.attrs, args[n_in:])}
+
+        def eager_impl(*args: Any) -> Any:
+            tensors, attrs = split(args)
+            return _as_output(spec.eager(*tensors, **attrs), len(spec.outputs))
+
+        def cuda_impl(*args: Any) -> Any:
+            tensors, attrs = split(args)
+            if spec.cuda is not None:
+                try:
+                    return _as_output(spec.cuda(*tensors, **attrs), len(spec.outputs))
+                except LibraryNotFoundError as exc:
+                    if not self._warned_cuda:
+                        warnings.warn(f"{spec.name}: CUDA kernel unavailable, using PyTorch math. {exc}", stacklevel=2)
+                        self._warned_cuda = True
+            return eager_impl(*args)
+
+        def fake_impl(*args: Any) -> Any:
+            tensors, attrs = split(args)
+            present = [t for t in tensors if t is not None]
+            rule = spec.shape_rule([tuple(t.shape) for t in present], [t.dtype for t in present], **attrs)
+            device = present[0].device
+            outs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in rule]
+            return outs[0] if len(outs) == 1 else tuple(outs)
+
+        def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
+            tensors, attrs = split(inputs)
+            ctx.attrs = attrs
+            ctx.present = [t is not None for t in tensors]
+            ctx.save_for_backward(*[t for t in tensors if t is not None])
+
+        def backward(ctx: Any, *grads: Any) -> tuple:
+            saved = iter(ctx.saved_tensors)
+            with torch.enable_grad():
+                leaves = [next(saved).detach().requires_grad_(True) if p else None for p in ctx.present]
+                outs = spec.eager(*leaves, **ctx.attrs)
+                outs = outs if isinstance(outs, tuple) else (outs,)
+                wrt = [t for t in leaves if t is not None and t.is_floating_point()]
+                pairs = [(o, g) for o, g in zip(outs, grads) if g is not None and o.requires_grad]
+                got = torch.autograd.grad([o for o, _ in pairs], wrt, [g for _, g in pairs], allow_unused=True)
+            by_id = {id(t): g for t, g in zip(wrt, got)}
+            return tuple(by_id.get(id(t)) if t is not None else None for t in leaves) + (None,) * len(spec.attrs)
+
+        _LIBRARY.impl(name, eager_impl, "CompositeExplicitAutograd")
+        _LIBRARY.impl(name, cuda_impl, "CUDA")
+        torch.library.register_fake(spec.qualname, fake_impl, lib=_LIBRARY)
+        torch.library.register_autograd(spec.qualname, backward, setup_context=setup_context, lib=_LIBRARY)
+        _DEFINED[name] = self
+        self.torch_op = getattr(torch.ops.torchtrt_ext, name)
+
+    def _register_onnx_schema(self) -> None:
+        spec = self.spec
+        fp = onnx.defs.OpSchema.FormalParameter
+        option = onnx.defs.OpSchema.FormalParameterOption
+        types = [_ONNX_TYPES[d] for d in spec.dtypes]
+        inputs = [fp(n, "T", param_option=option.Optional if n in spec.optional_inputs else option.Single)
+                  for n in spec.inputs]
+        attributes = [onnx.defs.OpSchema.Attribute(a.name, _KINDS[a.kind][2], a.doc, required=a.required)
+                      for a in spec.attrs]
+        attributes += [onnx.defs.OpSchema.Attribute(n, onnx.defs.OpSchema.AttrType.STRING, n, required=False)
+                       for n in ("plugin_version", "plugin_namespace")]
+        schema = onnx.defs.OpSchema(spec.name, DOMAIN, DOMAIN_VERSION, doc=spec.doc, inputs=inputs,
+                                    outputs=[fp(n, "T") for n in spec.outputs],
+                                    type_constraints=[("T", types, "floating point tensors the op supports")],
+                                    attributes=attributes)
+        onnx.defs.register_schema(schema)
+
+    def _make_autograd_function(self) -> type[torch.autograd.Function]:
+        spec = self.spec
+        n_in = len(spec.inputs)
+
+        def forward(ctx: Any, *args: Any) -> Any:
+            return self.torch_op(*args)
+
+        def symbolic(g: Any, *args: Any) -> Any:
+            tensors = [t for t in args[:n_in] if t is not None]
+            attrs = {a.name: v for a, v in zip(spec.attrs, args[n_in:])}
+            kwargs = {f"{k}_{_KINDS[spec.attr(k).kind][3] if k in attrs else 's'}": v
+                      for k, v in spec.node_attributes(attrs).items()}
+            outs = g.op(f"{DOMAIN}::{spec.name}", *tensors, outputs=len(spec.outputs), **kwargs)
+            outs = outs if isinstance(outs, (tuple, list)) else (outs,)
+            shapes = [t.type().sizes() for t in tensors]
+            dtypes = [t.type().dtype() for t in tensors]
+            if all(s is not None for s in shapes):
+                for out, (shape, dtype) in zip(outs, spec.shape_rule([tuple(s) for s in shapes], dtypes, **attrs)):
+                    out.setType(tensors[0].type().with_dtype(dtype).with_sizes(list(shape)))
+            return outs[0] if len(outs) == 1 else tuple(outs)
+
+        return type(f"{spec.name}Function", (torch.autograd.Function,),
+                    {"forward": staticmethod(forward), "symbolic": staticmethod(symbolic)})
+
+    def _make_translation(self) -> Callable[..., Any]:
+        import onnxscript
+
+        spec = self.spec
+        opset = onnxscript.values.Opset(DOMAIN, DOMAIN_VERSION)
+        n_in = len(spec.inputs)
+
+        def translate(*args: Any) -> Any:
+            attrs = {a.name: (list(v) if isinstance(v, tuple) else v) for a, v in zip(spec.attrs, args[n_in:])}
+            inputs = list(args[:n_in])
+            while inputs and inputs[-1] is None:
+                inputs.pop()
+            return getattr(opset, spec.name)(*inputs, **spec.node_attributes(attrs))
+
+        params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in spec.inputs]
+        params += [inspect.Parameter(a.name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for a in spec.attrs]
+        translate.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        translate.__name__ = f"translate_{spec.name}"
+        return translate
+
+    # ------------------------------------------------------------------------------------------------- calling
+    def __call__(self, *tensors: torch.Tensor | None, **attrs: Any) -> Any:
+        """Validate inputs and attributes, then run the op (or emit it when an exporter is tracing)."""
+        spec = self.spec
+        if len(tensors) > len(spec.inputs) or len(tensors) < len(spec.inputs) - len(spec.optional_inputs):
+            raise InvalidInputError(f"{spec.name}: expected inputs {list(spec.inputs)} "
+                                    f"(optional: {list(spec.optional_inputs)}), got {len(tensors)} tensors")
+        tensors = tensors + (None,) * (len(spec.inputs) - len(tensors))
+        for name, t in zip(spec.inputs, tensors):
+            if t is None and name in spec.optional_inputs:
+                continue
+            if not isinstance(t, torch.Tensor):
+                raise InvalidInputError(f"{spec.name}: input {name!r} must be a torch.Tensor, got {type(t).__name__}")
+            if t.dtype not in spec.dtypes:
+                raise InvalidInputError(f"{spec.name}: input {name!r} has dtype {t.dtype}; allowed: "
+                                        f"{[str(d) for d in spec.dtypes]}. Remedy: cast it, e.g. x.float()")
+        attrs = spec.validate_attrs(attrs)
+        if spec.prepare is not None:
+            present = [t for t in tensors if t is not None]
+            attrs = spec.prepare([tuple(t.shape) for t in present], [t.dtype for t in present], **attrs)
+        args = list(tensors) + [attrs[a.name] for a in spec.attrs]
+        if torch.jit.is_tracing():  # the legacy TorchScript exporter: emit the node through symbolic
+            return self.autograd_function.apply(*args)
+        return self.torch_op(*args)
+
+    def __repr__(self) -> str:
+        return f"CustomOp({self.spec.name}, inputs={list(self.spec.inputs)}, attrs={[a.name for a in self.spec.attrs]})"
+
+
+def _as_output(value: Any, n: int) -> Any:
+    if n == 1:
+        return value
+    if not isinstance(value, (tuple, list)) or len(value) != n:
+        raise OpDefinitionError(f"eager function must return {n} tensors, got {type(value).__name__}")
+    return tuple(value)
+
+
+_LIBRARY = torch.library.Library(DOMAIN, "FRAGMENT")
+_DEFINED: dict[str, CustomOp] = {}
+
+
+def define_op(spec: OpSpec) -> CustomOp:
+    """Define a custom op from its spec (once per process) and return the callable op."""
+    return CustomOp(spec)
+
+
+def registered_ops() -> dict[str, CustomOp]:
+    """Every defined op, by ONNX op_type."""
+    return {op.spec.name: op for op in _DEFINED.values()}
+
+
+def get_op(op_type: str) -> CustomOp:
+    """The defined op whose ONNX op_type is ``op_type``; raises KeyError with the remedy."""
+    ops = registered_ops()
+    if op_type not in ops:
+        raise KeyError(f"no torchtrt_ext op {op_type!r} is defined in this process (known: {sorted(ops)}). "
+                       "Remedy: import the module that defines it (define_op) before exporting or decomposing")
+    return ops[op_type]
+
+
+def custom_translation_table() -> dict[Any, Callable[..., Any]]:
+    """The dynamo exporter's custom_translation_table entries for every defined op."""
+    return {op.torch_op.default: op.translation for op in _DEFINED.values()}
+
+
+def torch_dtype(onnx_elem_type: int) -> torch.dtype | None:
+    """The torch dtype of an ONNX element type (None when not mapped)."""
+    return _TORCH_FROM_ONNX.get(onnx_elem_type)
+
+
+def onnx_elem_type(dtype: torch.dtype) -> int:
+    """The ONNX element type of a torch dtype."""
+    return _ONNX_FROM_TORCH[dtype]

@@ -1,0 +1,73 @@
+"""L2Norm: ``x / max(||x||_2 over axis, eps)``, the semantics of ``torch.nn.functional.normalize`` (p=2).
+
+A detection head's ``x / x.norm(dim=1, keepdim=True)`` exports as ReduceL2 -> Div, which TensorRT runs
+slowly; TensorRT 11 also removed its own Normalize plugin. Any rank >= 2; float32, float16, bfloat16.
+The CUDA kernel (csrc/kernels/l2norm.cu) accumulates in FP32; so does the decomposition.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError
+from torchtrt_ext.ops._spec import Attr, Decomposer, OpSpec, define_op, finite_positive
+
+
+def _eager(x: torch.Tensor, axis: int, eps: float) -> torch.Tensor:
+    norm = torch.linalg.vector_norm(x, ord=2, dim=axis, keepdim=True, dtype=torch.float32)
+    return (x.float() / norm.clamp_min(eps)).to(x.dtype)
+
+
+def _cuda(x: torch.Tensor, axis: int, eps: float) -> torch.Tensor:
+    from torchtrt_ext.ops._l2norm_cuda import l2norm_cuda
+
+    return l2norm_cuda(x, axis, eps)
+
+
+def _prepare(shapes: list[tuple], dtypes: list[torch.dtype], axis: int, eps: float) -> dict[str, Any]:
+    rank = len(shapes[0])
+    if rank < 2:
+        raise InvalidInputError(f"L2Norm: input 'x' must have rank >= 2, got shape {list(shapes[0])}. "
+                                "Remedy: add a batch dimension, e.g. x.unsqueeze(0)")
+    if not -rank <= axis < rank:
+        raise InvalidAttributeError(f"L2Norm: argument dim={axis} is out of range for a rank-{rank} input. "
+                                    f"Allowed: {-rank} to {rank - 1}.")
+    return {"axis": axis % rank, "eps": eps}
+
+
+def _shape_rule(shapes: list[tuple], dtypes: list[torch.dtype], axis: int, eps: float) -> list:
+    return [(shapes[0], dtypes[0])]
+
+
+def _decompose(d: Decomposer, inputs: list[str], outputs: list[str], axis: int, eps: float) -> None:
+    x32 = d.op("Cast", inputs[0], to=1)  # FLOAT: accumulate in FP32 whatever the input type
+    norm = d.reduce("ReduceL2", x32, [axis], keepdims=True)
+    y32 = d.op("Div", x32, d.op("Max", norm, d.const(eps)))
+    d.op("CastLike", y32, inputs[0], out=outputs[0])
+
+
+SPEC = OpSpec(
+    name="L2Norm",
+    inputs=("x",),
+    outputs=("y",),
+    attrs=(
+        Attr("axis", "int", default=1, doc="axis to normalize over; negative counts from the end", arg="dim",
+             allowed="an int in [-rank, rank-1]"),
+        Attr("eps", "float", default=1e-6, doc="lower bound of the norm (clamps it, as F.normalize does)",
+             check=finite_positive, allowed="a finite float > 0"),
+    ),
+    eager=_eager,
+    shape_rule=_shape_rule,
+    decompose=_decompose,
+    prepare=_prepare,
+    cuda=_cuda,
+    doc="y = x / max(||x||_2 over axis, eps)",
+)
+
+L2NORM = define_op(SPEC)
+
+
+def l2norm(x: torch.Tensor, dim: int = 1, eps: float = 1e-6) -> torch.Tensor:
+    """``x / max(||x||_2 over dim, eps)`` (``F.normalize`` semantics); exports as one torchtrt_ext L2Norm node."""
+    return L2NORM(x, axis=dim, eps=eps)

@@ -1,0 +1,44 @@
+"""Replace every torchtrt_ext node by its decomposition into standard ONNX ops (the portable fallback)."""
+from __future__ import annotations
+
+import onnx
+
+from torchtrt_ext.ops._spec import DOMAIN, Decomposer, get_op
+
+
+def default_opset(model: onnx.ModelProto) -> int:
+    """The model's opset of the default ONNX domain."""
+    for entry in model.opset_import:
+        if entry.domain in ("", "ai.onnx"):
+            return entry.version
+    raise ValueError("model imports no default ONNX opset")
+
+
+def decompose_custom_ops(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Return a copy of ``model`` where every torchtrt_ext node is replaced by standard ONNX ops.
+
+    The result runs on any ONNX runtime and on TensorRT without our plugins (slower than the plugin).
+    """
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    opset = default_opset(out)
+    nodes: list[onnx.NodeProto] = []
+    for index, node in enumerate(out.graph.node):
+        if node.domain != DOMAIN:
+            nodes.append(node)
+            continue
+        spec = get_op(node.op_type).spec
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute
+                 if a.name not in ("plugin_version", "plugin_namespace")}
+        attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
+        attrs = spec.validate_attrs({k: tuple(v) if isinstance(v, list) else v for k, v in attrs.items()})
+        builder = Decomposer(opset=opset, prefix=node.name or f"{node.op_type}_{index}")
+        spec.decompose(builder, list(node.input), list(node.output), **attrs)
+        nodes.extend(builder.nodes)
+    del out.graph.node[:]
+    out.graph.node.extend(nodes)
+    kept = [e for e in out.opset_import if e.domain != DOMAIN]
+    del out.opset_import[:]
+    out.opset_import.extend(kept)
+    onnx.checker.check_model(out)
+    return out
