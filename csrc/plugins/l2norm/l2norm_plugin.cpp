@@ -1,0 +1,408 @@
+#include "plugins/l2norm/l2norm_plugin.h"
+
+#include "kernels/l2norm.h"
+#include "plugins/common/logging.h"
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+using nvinfer1::DataType;
+using nvinfer1::PluginField;
+using nvinfer1::PluginFieldType;
+using nvinfer1::TensorFormat;
+
+namespace torchtrt_ext
+{
+namespace plugins
+{
+namespace
+{
+constexpr int32_t kNB_INPUTS = 1;
+constexpr int32_t kNB_OUTPUTS = 1;
+constexpr int32_t kERROR_STATUS = -1;
+
+std::string describe(int32_t axis, float eps)
+{
+    char text[64];
+    std::snprintf(text, sizeof(text), "axis=%d;eps=%.9g", static_cast<int>(axis), static_cast<double>(eps));
+    return text;
+}
+
+std::string formatFloat(float value)
+{
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.9g", static_cast<double>(value));
+    return text;
+}
+
+void checkCounts(int32_t nbInputs, int32_t nbOutputs)
+{
+    require(nbInputs == kNB_INPUTS && nbOutputs == kNB_OUTPUTS,
+        "expected 1 input and 1 output, got " + std::to_string(nbInputs) + " inputs and " + std::to_string(nbOutputs)
+            + " outputs");
+}
+
+bool sameDims(nvinfer1::Dims const& a, nvinfer1::Dims const& b)
+{
+    if (a.nbDims != b.nbDims)
+    {
+        return false;
+    }
+    for (int32_t i = 0; i < a.nbDims; ++i)
+    {
+        if (a.d[i] != b.d[i])
+        {
+            return false;
+        }
+    }
+    return true;
+}
+} // namespace
+
+L2NormPlugin::L2NormPlugin(int32_t axis, float eps, std::string pluginNamespace)
+    : PluginCoreBase(kL2NORM_NAME, kL2NORM_VERSION, std::move(pluginNamespace))
+    , mAxis(axis)
+    , mEps(eps)
+    , mDescription(describe(axis, eps))
+{
+    int32_t const maxDims = nvinfer1::Dims::MAX_DIMS;
+    require(axis >= -maxDims && axis < maxDims,
+        "field 'axis' is " + std::to_string(axis) + ", expected a value in [" + std::to_string(-maxDims) + ", "
+            + std::to_string(maxDims - 1) + "] (TensorRT tensors have at most " + std::to_string(maxDims)
+            + " dimensions)");
+    require(std::isfinite(eps) && eps > 0.0F, "field 'eps' is " + formatFloat(eps) + ", expected a finite value > 0");
+}
+
+L2NormPlugin::L2NormPlugin(L2NormPlugin const& other)
+    : nvinfer1::IPluginV3(other)
+    , PluginCoreBase(other)
+    , nvinfer1::IPluginV3OneBuild(other)
+    , nvinfer1::IPluginV3OneRuntime(other)
+    , mAxis(other.mAxis)
+    , mEps(other.mEps)
+    , mDescription(other.mDescription)
+{
+    // mFieldsToSerialize points into the object it belongs to: rebuilt on demand, never copied.
+}
+
+nvinfer1::IPluginCapability* L2NormPlugin::getCapabilityInterface(nvinfer1::PluginCapabilityType type) noexcept
+{
+    try
+    {
+        switch (type)
+        {
+        case nvinfer1::PluginCapabilityType::kCORE: return static_cast<nvinfer1::IPluginV3OneCore*>(this);
+        case nvinfer1::PluginCapabilityType::kBUILD: return static_cast<nvinfer1::IPluginV3OneBuild*>(this);
+        case nvinfer1::PluginCapabilityType::kRUNTIME: return static_cast<nvinfer1::IPluginV3OneRuntime*>(this);
+        }
+        throw PluginError("unknown PluginCapabilityType " + std::to_string(static_cast<int32_t>(type)));
+    }
+    catch (...)
+    {
+        logCaught("L2Norm::getCapabilityInterface");
+    }
+    return nullptr;
+}
+
+nvinfer1::IPluginV3* L2NormPlugin::clone() noexcept
+{
+    try
+    {
+        return std::make_unique<L2NormPlugin>(*this).release();
+    }
+    catch (...)
+    {
+        logCaught("L2Norm::clone");
+    }
+    return nullptr;
+}
+
+int32_t L2NormPlugin::normalizedAxis(int32_t rank) const
+{
+    require(rank >= 1, "the input has rank " + std::to_string(rank) + ", expected rank >= 1");
+    require(mAxis >= -rank && mAxis < rank,
+        "axis " + std::to_string(mAxis) + " is out of range for an input of rank " + std::to_string(rank)
+            + ", expected a value in [" + std::to_string(-rank) + ", " + std::to_string(rank - 1) + "]");
+    return mAxis < 0 ? mAxis + rank : mAxis;
+}
+
+bool L2NormPlugin::isSupportedType(DataType type) noexcept
+{
+    return type == DataType::kFLOAT || type == DataType::kHALF || type == DataType::kBF16;
+}
+
+void L2NormPlugin::checkIO(nvinfer1::PluginTensorDesc const& in, nvinfer1::PluginTensorDesc const& out,
+    int32_t nbInputs, int32_t nbOutputs) const
+{
+    checkCounts(nbInputs, nbOutputs);
+    normalizedAxis(in.dims.nbDims);
+    require(out.dims.nbDims == in.dims.nbDims,
+        "the output has rank " + std::to_string(out.dims.nbDims) + ", expected the input's rank "
+            + std::to_string(in.dims.nbDims));
+    require(isSupportedType(in.type),
+        std::string("the input has type ") + dataTypeName(in.type) + ", expected kFLOAT, kHALF or kBF16");
+    require(out.type == in.type,
+        std::string("the output has type ") + dataTypeName(out.type) + ", expected the input's type "
+            + dataTypeName(in.type));
+    require(in.format == TensorFormat::kLINEAR && out.format == TensorFormat::kLINEAR,
+        "expected LINEAR input and output formats");
+}
+
+int32_t L2NormPlugin::configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
+    nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept
+{
+    try
+    {
+        require(in != nullptr && out != nullptr, "null tensor descriptions");
+        checkIO(in[0].desc, out[0].desc, nbInputs, nbOutputs);
+        return 0;
+    }
+    catch (...)
+    {
+        logCaught("L2Norm::configurePlugin");
+    }
+    return kERROR_STATUS;
+}
+
+int32_t L2NormPlugin::getOutputDataTypes(
+    DataType* outputTypes, int32_t nbOutputs, DataType const* inputTypes, int32_t nbInputs) const noexcept
+{
+    try
+    {
+        checkCounts(nbInputs, nbOutputs);
+        require(outputTypes != nullptr && inputTypes != nullptr, "null type arrays");
+        require(isSupportedType(inputTypes[0]),
+            std::string("the input has type ") + dataTypeName(inputTypes[0])
+                + ", expected kFLOAT, kHALF or kBF16 (cast the input first)");
+        outputTypes[0] = inputTypes[0];
+        return 0;
+    }
+    catch (...)
+    {
+        logCaught("L2Norm::getOutputDataTypes");
+    }
+    return kERROR_STATUS;
+}
+
+int32_t L2NormPlugin::getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs,
+    nvinfer1::DimsExprs const* /* shapeInputs */, int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs,
+    int32_t nbOutputs, nvinfer1::IExprBuilder& /* exprBuilder */) noexcept
+{
+    try
+    {
+        checkCounts(nbInputs, nbOutputs);
+        require(nbShapeInputs == 0, "expected no shape inputs, got " + std::to_string(nbShapeInputs));
+        require(inputs != nullptr && outputs != nullptr, "null shape arrays");
+        normalizedAxis(inputs[0].nbDims);
+        // The output has the input's shape: the same expressions, static or dynamic.
+        outputs[0] = inputs[0];
+        return 0;
+    }
+    catch (...)
+    {
+        logCaught("L2Norm::getOutputShapes");
+    }
+    return kERROR_STATUS;
+}
+
+bool L2NormPlugin::supportsFormatCombination(
+    int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs, int32_t nbOutputs) noexcept
+{
+    try
+    {
+        checkCounts(nbInputs, nbOutputs);
+        require(inOut != nullptr, "null tensor descriptions");
+        require(pos >= 0 && pos < nbInputs + nbOutputs,
+            "position " + std::to_string(pos) + " is out of range, expected [0, " + std::to_string(nbInputs + nbOutputs)
+                + ")");
+        nvinfer1::PluginTensorDesc const& desc = inOut[pos].desc;
+        if (desc.format != TensorFormat::kLINEAR || !isSupportedType(desc.type))
+        {
+            return false;
+        }
+        // The output (pos 1) may only be asked about with a supported input in inOut[0].
+        return pos == 0 || desc.type == inOut[0].desc.type;
+    }
+    catch (...)
+    {
+        logCaught("L2Norm::supportsFormatCombination");
+    }
+    return false;
+}
+
+int32_t L2NormPlugin::getNbOutputs() const noexcept
+{
+    return kNB_OUTPUTS;
+}
+
+size_t L2NormPlugin::getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* /* inputs */, int32_t /* nbInputs */,
+    nvinfer1::DynamicPluginTensorDesc const* /* outputs */, int32_t /* nbOutputs */) const noexcept
+{
+    return 0;
+}
+
+char const* L2NormPlugin::getTimingCacheID() noexcept
+{
+    return mDescription.c_str();
+}
+
+char const* L2NormPlugin::getMetadataString() noexcept
+{
+    return mDescription.c_str();
+}
+
+int32_t L2NormPlugin::onShapeChange(
+    nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out, int32_t nbOutputs) noexcept
+{
+    try
+    {
+        require(in != nullptr && out != nullptr, "null tensor descriptions");
+        checkIO(in[0], out[0], nbInputs, nbOutputs);
+        require(sameDims(in[0].dims, out[0].dims), "the output's dimensions differ from the input's");
+        return 0;
+    }
+    catch (...)
+    {
+        logCaught("L2Norm::onShapeChange");
+    }
+    return kERROR_STATUS;
+}
+
+int32_t L2NormPlugin::enqueue(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
+    void const* const* inputs, void* const* outputs, void* /* workspace */, cudaStream_t stream) noexcept
+{
+    try
+    {
+        require(inputDesc != nullptr && outputDesc != nullptr && inputs != nullptr && outputs != nullptr,
+            "null tensor descriptions or buffers");
+        checkIO(inputDesc[0], outputDesc[0], kNB_INPUTS, kNB_OUTPUTS);
+        nvinfer1::Dims const& dims = inputDesc[0].dims;
+        require(sameDims(dims, outputDesc[0].dims), "the output's dimensions differ from the input's");
+        int32_t const axis = normalizedAxis(dims.nbDims);
+        int64_t outer = 1;
+        int64_t inner = 1;
+        for (int32_t i = 0; i < dims.nbDims; ++i)
+        {
+            require(dims.d[i] >= 0, "dimension " + std::to_string(i) + " is " + std::to_string(dims.d[i])
+                    + " at enqueue, expected a known size >= 0");
+            if (i < axis)
+            {
+                outer *= dims.d[i];
+            }
+            else if (i > axis)
+            {
+                inner *= dims.d[i];
+            }
+        }
+        int64_t const reduced = dims.d[axis];
+        if (outer == 0 || reduced == 0 || inner == 0)
+        {
+            return 0; // an empty tensor: nothing to compute
+        }
+        require(inputs[0] != nullptr && outputs[0] != nullptr, "null input or output buffer");
+        int32_t status = 0;
+        switch (inputDesc[0].type)
+        {
+        case DataType::kFLOAT:
+            status = torchtrt_ext_l2norm_f32(inputs[0], outputs[0], outer, reduced, inner, mEps, stream);
+            break;
+        case DataType::kHALF:
+            status = torchtrt_ext_l2norm_f16(inputs[0], outputs[0], outer, reduced, inner, mEps, stream);
+            break;
+        case DataType::kBF16:
+            status = torchtrt_ext_l2norm_bf16(inputs[0], outputs[0], outer, reduced, inner, mEps, stream);
+            break;
+        default:
+            throw PluginError(std::string("no kernel for type ") + dataTypeName(inputDesc[0].type));
+        }
+        checkCuda(static_cast<cudaError_t>(status), "the L2Norm kernel launch");
+        return 0;
+    }
+    catch (...)
+    {
+        logCaught("L2Norm::enqueue");
+    }
+    return kERROR_STATUS;
+}
+
+nvinfer1::IPluginV3* L2NormPlugin::attachToContext(nvinfer1::IPluginResourceContext* /* context */) noexcept
+{
+    // No per-context resources: each execution context gets its own independent copy.
+    return clone();
+}
+
+nvinfer1::PluginFieldCollection const* L2NormPlugin::getFieldsToSerialize() noexcept
+{
+    try
+    {
+        mFieldsToSerialize.clear();
+        mFieldsToSerialize.emplace_back(kL2NORM_AXIS_FIELD, &mAxis, PluginFieldType::kINT32, 1);
+        mFieldsToSerialize.emplace_back(kL2NORM_EPS_FIELD, &mEps, PluginFieldType::kFLOAT32, 1);
+        mFieldCollection.nbFields = static_cast<int32_t>(mFieldsToSerialize.size());
+        mFieldCollection.fields = mFieldsToSerialize.data();
+        return &mFieldCollection;
+    }
+    catch (...)
+    {
+        logCaught("L2Norm::getFieldsToSerialize");
+    }
+    return nullptr;
+}
+
+L2NormPluginCreator::L2NormPluginCreator(char const* pluginNamespace)
+    : PluginCreatorBase(kL2NORM_NAME, kL2NORM_VERSION, pluginNamespace != nullptr ? pluginNamespace : "",
+        {PluginField(kL2NORM_AXIS_FIELD, nullptr, PluginFieldType::kINT32, 1),
+            PluginField(kL2NORM_EPS_FIELD, nullptr, PluginFieldType::kFLOAT32, 1)})
+{
+}
+
+nvinfer1::IPluginV3* L2NormPluginCreator::createPlugin(
+    char const* /* name */, nvinfer1::PluginFieldCollection const* fc, nvinfer1::TensorRTPhase /* phase */) noexcept
+{
+    try
+    {
+        require(fc != nullptr, "no field collection given, expected fields 'axis' (kINT32) and 'eps' (kFLOAT32)");
+        require(fc->nbFields >= 0 && (fc->nbFields == 0 || fc->fields != nullptr), "malformed field collection");
+        bool hasAxis = false;
+        bool hasEps = false;
+        int32_t axis = 0;
+        float eps = 0.0F;
+        for (int32_t i = 0; i < fc->nbFields; ++i)
+        {
+            PluginField const& field = fc->fields[i];
+            require(field.name != nullptr, "field " + std::to_string(i) + " has no name");
+            std::string const name = field.name;
+            if (name == kL2NORM_AXIS_FIELD)
+            {
+                axis = readScalarField<int32_t>(field, PluginFieldType::kINT32);
+                hasAxis = true;
+            }
+            else if (name == kL2NORM_EPS_FIELD)
+            {
+                eps = readScalarField<float>(field, PluginFieldType::kFLOAT32);
+                hasEps = true;
+            }
+            else if (name == "plugin_version" || name == "plugin_namespace")
+            {
+                // Carried by the ONNX node so that parsers find this creator; not a plugin attribute.
+            }
+            else
+            {
+                log(nvinfer1::ILogger::Severity::kWARNING,
+                    "L2Norm::createPlugin: ignoring unknown field '" + name + "' (known fields: axis, eps)");
+            }
+        }
+        require(hasAxis, "missing field 'axis' (kINT32)");
+        require(hasEps, "missing field 'eps' (kFLOAT32)");
+        return std::make_unique<L2NormPlugin>(axis, eps, getPluginNamespace()).release();
+    }
+    catch (...)
+    {
+        logCaught("L2Norm::createPlugin");
+    }
+    return nullptr;
+}
+
+} // namespace plugins
+} // namespace torchtrt_ext

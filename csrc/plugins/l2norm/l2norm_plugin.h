@@ -1,0 +1,93 @@
+// L2Norm as a TensorRT IPluginV3: y = x / max(||x||_2 over `axis`, eps), one input, one output of the same shape,
+// type and format (LINEAR; float32, float16, bfloat16). The arithmetic lives in csrc/kernels/l2norm.cu; this class
+// only checks shapes and formats and dispatches on the data type. Inputs, outputs and fields: README.md.
+#pragma once
+
+#include "NvInferRuntime.h"
+#include "plugins/common/plugin_base.h"
+
+#include <string>
+#include <vector>
+
+namespace torchtrt_ext
+{
+namespace plugins
+{
+
+constexpr char const* kL2NORM_NAME = "L2Norm";
+constexpr char const* kL2NORM_VERSION = "1";
+constexpr char const* kL2NORM_AXIS_FIELD = "axis"; //!< kINT32, may be negative (counted from the last dimension)
+constexpr char const* kL2NORM_EPS_FIELD = "eps";   //!< kFLOAT32, finite and > 0
+
+class L2NormPlugin : public nvinfer1::IPluginV3,
+                     public PluginCoreBase,
+                     public nvinfer1::IPluginV3OneBuild,
+                     public nvinfer1::IPluginV3OneRuntime
+{
+public:
+    //! Throws PluginError when axis can fit no rank or eps is not finite and > 0.
+    L2NormPlugin(int32_t axis, float eps, std::string pluginNamespace);
+    //! A deep copy: the copy shares no buffer with `other`.
+    L2NormPlugin(L2NormPlugin const& other);
+    L2NormPlugin& operator=(L2NormPlugin const&) = delete;
+    ~L2NormPlugin() override = default;
+
+    // IPluginV3
+    nvinfer1::IPluginCapability* getCapabilityInterface(nvinfer1::PluginCapabilityType type) noexcept override;
+    nvinfer1::IPluginV3* clone() noexcept override;
+
+    // IPluginV3OneBuild
+    int32_t configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
+        nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept override;
+    int32_t getOutputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs,
+        nvinfer1::DataType const* inputTypes, int32_t nbInputs) const noexcept override;
+    int32_t getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs const* shapeInputs,
+        int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs,
+        nvinfer1::IExprBuilder& exprBuilder) noexcept override;
+    bool supportsFormatCombination(int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs,
+        int32_t nbOutputs) noexcept override;
+    int32_t getNbOutputs() const noexcept override;
+    size_t getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
+        nvinfer1::DynamicPluginTensorDesc const* outputs, int32_t nbOutputs) const noexcept override;
+    char const* getTimingCacheID() noexcept override;
+    char const* getMetadataString() noexcept override;
+
+    // IPluginV3OneRuntime
+    int32_t onShapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out,
+        int32_t nbOutputs) noexcept override;
+    int32_t enqueue(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
+        void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) noexcept override;
+    nvinfer1::IPluginV3* attachToContext(nvinfer1::IPluginResourceContext* context) noexcept override;
+    nvinfer1::PluginFieldCollection const* getFieldsToSerialize() noexcept override;
+
+    //! True for the data types the kernel computes (accumulating in float32): kFLOAT, kHALF, kBF16.
+    static bool isSupportedType(nvinfer1::DataType type) noexcept;
+
+private:
+    //! The axis counted from 0 for a tensor of `rank` dimensions; throws PluginError when it does not fit.
+    int32_t normalizedAxis(int32_t rank) const;
+    //! Checks shared by configurePlugin and onShapeChange: counts, rank, axis, types, format.
+    void checkIO(nvinfer1::PluginTensorDesc const& in, nvinfer1::PluginTensorDesc const& out, int32_t nbInputs,
+        int32_t nbOutputs) const;
+
+    int32_t mAxis;
+    float mEps;
+    std::string mDescription; //!< "axis=<a>;eps=<e>": timing-cache ID and metadata (creation state only)
+    std::vector<nvinfer1::PluginField> mFieldsToSerialize;
+    nvinfer1::PluginFieldCollection mFieldCollection{};
+};
+
+class L2NormPluginCreator : public PluginCreatorBase
+{
+public:
+    explicit L2NormPluginCreator(char const* pluginNamespace = kDEFAULT_NAMESPACE);
+
+    //! Reads `axis` (kINT32) and `eps` (kFLOAT32), both required; ignores `plugin_version` and `plugin_namespace`
+    //! (the ONNX node carries them for the parser), warns about and ignores other fields; returns nullptr and logs
+    //! why on a missing field, a wrong field type or length, or a bad value.
+    nvinfer1::IPluginV3* createPlugin(
+        char const* name, nvinfer1::PluginFieldCollection const* fc, nvinfer1::TensorRTPhase phase) noexcept override;
+};
+
+} // namespace plugins
+} // namespace torchtrt_ext
