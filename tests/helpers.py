@@ -1,0 +1,26 @@
+"""Test helpers shared by several test files: running ONNX models with onnxruntime and counting nodes."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+
+def run_onnx(model: onnx.ModelProto, feeds: dict[str, torch.Tensor]) -> list[np.ndarray]:
+    """Run ``model`` with onnxruntime on the CPU (skips the test when onnxruntime is missing)."""
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime is needed (pip install 'torchtrt_ext[dev]')")
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {k: v.detach().cpu().numpy() for k, v in feeds.items()})
+
+
+def op_types(model: onnx.ModelProto) -> list[tuple[str, str]]:
+    """(domain, op_type) of every node of the main graph."""
+    return [(n.domain, n.op_type) for n in model.graph.node]
+
+
+def rel_err(got: np.ndarray | torch.Tensor, ref: np.ndarray | torch.Tensor) -> float:
+    """Relative error ||got - ref|| / ||ref|| computed in float64."""
+    got64 = torch.as_tensor(np.asarray(got, dtype=np.float64) if not isinstance(got, torch.Tensor) else got).double()
+    ref64 = torch.as_tensor(np.asarray(ref, dtype=np.float64) if not isinstance(ref, torch.Tensor) else ref).double()
+    return ((got64 - ref64).norm() / ref64.norm().clamp_min(1e-30)).item()
