@@ -103,6 +103,9 @@ class BuildNative(build_ext):
                  "Install the CUDA toolkit (or set TORCHTRT_EXT_NVCC) and reinstall to get the CUDA kernels.")
             return
         kernels = sorted((CSRC / "kernels").glob("*.cu"))
+        if not kernels:
+            _log("no csrc/kernels/*.cu sources: native libraries skipped")
+            return
         _nvcc_shared(nvcc, kernels, out_dir / "libtorchtrt_ext_kernels.so", [])
         include, looked = find_trt_include()
         if include is None:
