@@ -1,0 +1,461 @@
+"""Fuse the ONNX spellings of L2 normalization over one axis into one torchtrt_ext ``L2Norm`` node.
+
+The L2Norm op computes ``y = x / max(||x||_2 over axis, eps)`` (``F.normalize`` semantics). Recognized graphs,
+as the legacy (TorchScript) and dynamo exporters emit them at opsets 17-21 (``x`` is the same tensor throughout):
+
+=====================================  =====================================================  ==================
+PyTorch                                ONNX                                                   L2Norm eps
+=====================================  =====================================================  ==================
+``x / x.norm(dim, keepdim=True)``      ReduceL2 -> Div                                        smallest normal
+``torch.linalg.vector_norm`` (same)    ReduceL2 -> Div                                        smallest normal
+``F.normalize(x, dim=dim, eps=e)``     ReduceL2 -> Clip(min=e) -> Expand -> Div               e
+``x / norm.clamp(min=e)``              ReduceL2 -> Clip(min=e) | Max(e) -> Div                e
+``x / (x*x).sum(d, True).sqrt()``      Mul(x,x) | Pow(x,2) -> ReduceSum -> Sqrt -> Div        smallest normal
+``x * torch.rsqrt((x*x).sum(...))``    ... -> ReduceSum -> Sqrt -> Reciprocal | Div(1, .) -> Mul  smallest normal
+``x * rsqrt(s.clamp(min=e*e))``        ... -> ReduceSum -> Clip(min=e*e) -> Sqrt -> ...       e (= sqrt(e*e))
+=====================================  =====================================================  ==================
+
+Also accepted on the way: Cast nodes to a float type around the reduction (the dynamo exporter upcasts FP16 sums to
+FP32; L2Norm accumulates in FP32 anyway), ReduceSumSquare for the sum of squares, an Expand whose target shape is
+provably ``x``'s own shape (``Shape(x)``, constants equal to ``x``'s static dims, or a Concat of those), and an
+``Add(sum, 0)``.
+
+Semantics kept, and where they are not:
+
+* An explicit clamp ``max(norm, e)`` (or ``max(sum, e*e)`` under the root) becomes ``eps = e``.
+* No clamp at all (``x / x.norm(...)``): L2Norm needs ``eps > 0``, so the fused node gets ``eps`` = the smallest
+  normal float32 (about 1.18e-38). Every vector whose norm is a normal float32 (every non-zero FP16/BF16 vector,
+  every FP32 vector that is not entirely subnormal) is normalized exactly as before; an all-zero vector gives 0
+  instead of the original 0/0 = NaN. That is the one deliberate difference, and it is the safer output.
+  An FP16 ``F.normalize`` exports its default eps 1e-12 rounded to 0 in FP16, so it is this case too.
+* ``x / sqrt(sum(x*x) + e)`` with ``e != 0`` adds eps *inside* the root; that is not ``max(norm, e)`` and
+  L2Norm has no attribute for it, so it is left unfused and reported as a near miss.
+
+Never fused (reported as near misses when the rest of the chain is an L2 normalization): a reduction over several or
+all axes, ``keepdims=0``, an intermediate tensor (norm, clamp, sum, square...) with another consumer or that is a
+graph output, a numerator that is not the normalized tensor, a clamp with an upper bound, an Expand whose target
+cannot be proven to be ``x``'s shape. p != 2 norms (ReduceL1, Pow(x, 3)...) never start a match.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Iterable
+
+import numpy as np
+import onnx
+import onnx_graphsurgeon as gs
+
+from torchtrt_ext.ops._spec import DOMAIN, DOMAIN_VERSION, get_op
+
+LOGGER = logging.getLogger("torchtrt_ext")
+
+NO_CLAMP_EPS = float(np.finfo(np.float32).tiny)
+"""eps given to a fused normalization that had no clamp: the smallest normal float32 (see module doc)."""
+
+_FLOAT_TYPES = {np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)}
+_FLOAT_ONNX_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
+                     onnx.TensorProto.DOUBLE}
+_REDUCTIONS = ("ReduceL2", "ReduceSumSquare", "ReduceSum")
+
+
+@dataclasses.dataclass(frozen=True)
+class FusedL2Norm:
+    """One fused normalization: the new node, its attributes, and the nodes it replaced (in graph order)."""
+
+    name: str
+    axis: int
+    eps: float
+    spelling: str
+    replaced: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class UnfusedL2Norm:
+    """An L2 normalization deliberately left as it was, and why."""
+
+    node: str
+    spelling: str
+    reasons: tuple[str, ...]
+
+
+@dataclasses.dataclass
+class L2NormFusionReport:
+    """What ``fuse_l2norm`` did: the fused normalizations and the near misses it left alone."""
+
+    fused: list[FusedL2Norm] = dataclasses.field(default_factory=list)
+    unfused: list[UnfusedL2Norm] = dataclasses.field(default_factory=list)
+
+    def summary(self) -> str:
+        """One line per fact, for logs."""
+        lines = [f"fused {len(self.fused)} L2 normalizations" + (
+            ": " + ", ".join(f"{f.name} ({f.spelling}, axis={f.axis}, eps={f.eps:g})" for f in self.fused)
+            if self.fused else "")]
+        lines += [f"left unfused {u.node} ({u.spelling}): {'; '.join(u.reasons)}" for u in self.unfused]
+        return "\n".join(lines)
+
+
+@dataclasses.dataclass
+class _Match:
+    reduction: gs.Node
+    x: gs.Tensor | None = None
+    final: gs.Node | None = None
+    nodes: list[gs.Node] = dataclasses.field(default_factory=list)
+    problems: list[str] = dataclasses.field(default_factory=list)
+    axis: int | None = None
+    eps_norm: float | None = None  # clamp of the norm
+    eps_sum: float | None = None  # clamp of the sum of squares (eps squared)
+
+    order: dict[int, int] = dataclasses.field(default_factory=dict)  # node id -> position in the graph
+
+    def sorted_nodes(self) -> list[gs.Node]:
+        """The matched nodes in graph order."""
+        return sorted(self.nodes, key=lambda n: self.order.get(id(n), 0))
+
+    @property
+    def spelling(self) -> str:
+        """The matched ops in graph order, e.g. 'ReduceL2 -> Clip -> Expand -> Div'."""
+        return " -> ".join(n.op for n in self.sorted_nodes())
+
+    @property
+    def eps(self) -> float:
+        candidates = [e for e in (self.eps_norm, None if self.eps_sum is None else math.sqrt(self.eps_sum))
+                      if e is not None]
+        eps = max(candidates, default=0.0)
+        return eps if eps > 0 else NO_CLAMP_EPS
+
+
+class _GraphView:
+    """Read-only helpers over a gs.Graph: constants, producers, consumers, graph outputs."""
+
+    def __init__(self, graph: gs.Graph) -> None:
+        self.graph = graph
+        self.outputs = {id(t) for t in graph.outputs}
+        self.order = {id(n): i for i, n in enumerate(graph.nodes)}
+
+    @staticmethod
+    def producer(tensor: gs.Tensor) -> gs.Node | None:
+        return tensor.inputs[0] if len(tensor.inputs) == 1 else None
+
+    def constant(self, tensor: gs.Tensor) -> np.ndarray | None:
+        """The value of a constant tensor (initializer or Constant node output), else None."""
+        if isinstance(tensor, gs.Constant):
+            return np.asarray(tensor.values)
+        node = self.producer(tensor)
+        if node is None or node.op != "Constant":
+            return None
+        for key, value in node.attrs.items():
+            if key == "value" and isinstance(value, gs.Constant):
+                return np.asarray(value.values)
+            if key in ("value_float", "value_floats", "value_int", "value_ints"):
+                return np.asarray(value)
+        return None
+
+    def scalar(self, tensor: gs.Tensor) -> float | None:
+        """A constant holding one number (any shape of size 1), as a float; else None."""
+        value = self.constant(tensor)
+        if value is None or value.size != 1:
+            return None
+        return float(value.reshape(-1)[0])
+
+    def sole_use(self, tensor: gs.Tensor, match: _Match, accept: Iterable[str]) -> gs.Node | None:
+        """The consumer of ``tensor`` whose op is in ``accept``; records a problem if the tensor has other uses."""
+        accept = set(accept)
+        consumers = list(tensor.outputs)
+        chosen = next((n for n in consumers if n.op in accept), None)
+        others = [n for n in consumers if n is not chosen]
+        if chosen is not None and others:
+            match.problems.append(f"{tensor.name!r} is also used by {', '.join(_label(n) for n in others)}")
+        if chosen is not None and id(tensor) in self.outputs:
+            match.problems.append(f"{tensor.name!r} is also a graph output")
+        return chosen
+
+    def through_casts_down(self, tensor: gs.Tensor, match: _Match) -> gs.Tensor:
+        """Follow single Cast-to-float consumers of ``tensor``; returns the last tensor."""
+        while len(tensor.outputs) == 1 and _is_float_cast(tensor.outputs[0]) and id(tensor) not in self.outputs:
+            cast = tensor.outputs[0]
+            match.nodes.append(cast)
+            tensor = cast.outputs[0]
+        return tensor
+
+    def through_casts_up(self, tensor: gs.Tensor, match: _Match) -> gs.Tensor:
+        """Follow Cast-to-float producers of ``tensor`` upwards (each cast output used once)."""
+        node = self.producer(tensor)
+        while node is not None and _is_float_cast(node):
+            if len(tensor.outputs) != 1 or id(tensor) in self.outputs:
+                match.problems.append(f"{tensor.name!r} has other uses")
+            match.nodes.append(node)
+            tensor = node.inputs[0]
+            node = self.producer(tensor)
+        return tensor
+
+
+def _label(node: gs.Node) -> str:
+    return f"{node.op} {node.name!r}" if node.name else node.op
+
+
+def _is_float_cast(node: gs.Node) -> bool:
+    return node.op == "Cast" and node.attrs.get("to") in _FLOAT_ONNX_TYPES
+
+
+def _reduce_axes(view: _GraphView, node: gs.Node) -> list[int] | None:
+    """The reduced axes ([] = all); None when they are not constant."""
+    if "axes" in node.attrs:
+        return [int(a) for a in node.attrs["axes"]]
+    if len(node.inputs) > 1 and node.inputs[1].name:
+        value = view.constant(node.inputs[1])
+        return None if value is None else [int(a) for a in value.reshape(-1)]
+    return []
+
+
+def _check_reduction(view: _GraphView, node: gs.Node, match: _Match) -> None:
+    axes = _reduce_axes(view, node)
+    if axes is None:
+        match.problems.append(f"{_label(node)} reduces over axes computed at run time")
+    elif not axes:
+        if node.attrs.get("noop_with_empty_axes", 0):
+            match.problems.append(f"{_label(node)} reduces nothing (noop_with_empty_axes)")
+        else:
+            match.problems.append(f"{_label(node)} reduces over all axes, not one")
+    elif len(set(axes)) != 1:
+        match.problems.append(f"{_label(node)} reduces over {len(axes)} axes {axes}, not one")
+    else:
+        match.axis = axes[0]
+    if int(node.attrs.get("keepdims", 1)) != 1:
+        match.problems.append(f"{_label(node)} drops the reduced axis (keepdims=0)")
+
+
+def _square_source(view: _GraphView, node: gs.Node | None) -> gs.Tensor | None:
+    """``x`` when ``node`` computes x*x or x**2, else None."""
+    if node is None:
+        return None
+    if node.op == "Mul" and len(node.inputs) == 2 and node.inputs[0] is node.inputs[1]:
+        return node.inputs[0]
+    if node.op == "Pow" and view.scalar(node.inputs[1]) == 2.0:
+        return node.inputs[0]
+    return None
+
+
+def _clamp_min(view: _GraphView, node: gs.Node, tensor: gs.Tensor, match: _Match) -> float | None:
+    """The lower bound of a Clip/Max clamp of ``tensor``; None when it is not a constant lower clamp."""
+    if node.op == "Clip":
+        if node.inputs[0] is not tensor or len(node.inputs) < 2 or not node.inputs[1].name:
+            return None
+        low = view.scalar(node.inputs[1])
+        if len(node.inputs) > 2 and node.inputs[2].name:
+            high = view.scalar(node.inputs[2])
+            if high is None or high != math.inf:
+                match.problems.append(f"{_label(node)} also clamps from above")
+        return low
+    if node.op == "Max" and len(node.inputs) == 2:
+        other = node.inputs[1] if node.inputs[0] is tensor else node.inputs[0]
+        return view.scalar(other)
+    return None
+
+
+def _shape_symbols(view: _GraphView, tensor: gs.Tensor, depth: int = 0) -> list | None:
+    """The value of a 1-D shape tensor as ints and symbols ``(tensor name, dim)``; None when not provable."""
+    value = view.constant(tensor)
+    if value is not None:
+        return [int(v) for v in value.reshape(-1)]
+    node = view.producer(tensor)
+    if node is None or depth > 8:
+        return None
+    if node.op == "Shape":
+        dims = _dims(node.inputs[0])
+        if dims is None:
+            return None
+        start, end = node.attrs.get("start", 0), node.attrs.get("end", len(dims))
+        return dims[slice(start, end)]
+    if node.op == "Concat" and node.attrs.get("axis", 0) in (0, -1):
+        parts = [_shape_symbols(view, t, depth + 1) for t in node.inputs]
+        return None if any(p is None for p in parts) else [s for p in parts for s in p]
+    return None
+
+
+def _dims(tensor: gs.Tensor) -> list | None:
+    """``tensor``'s dims: ints where static, else a symbol equal only to the same dim of the same tensor/param."""
+    if tensor.shape is None:
+        return None
+    return [d if isinstance(d, int) and d >= 0 else (d if isinstance(d, str) and d else (tensor.name, i))
+            for i, d in enumerate(tensor.shape)]
+
+
+def _expand_keeps_shape(view: _GraphView, node: gs.Node, x: gs.Tensor) -> bool:
+    """Whether Expand's target broadcasts to exactly ``x``'s shape (so ``x / Expand(n)`` == ``x / n``)."""
+    target = _shape_symbols(view, node.inputs[1])
+    dims = _dims(x)
+    if target is None or dims is None or len(target) > len(dims):
+        return False
+    return all(t == 1 or t == d for t, d in zip(reversed(target), reversed(dims)))
+
+
+def _walk(view: _GraphView, reduction: gs.Node) -> _Match | None:
+    """Follow one reduction to the Div/Mul that normalizes with it; None when it is not an L2 normalization."""
+    match = _Match(reduction, nodes=[reduction], order=view.order)
+    if reduction.op in ("ReduceL2", "ReduceSumSquare"):
+        match.x = reduction.inputs[0]
+    else:  # ReduceSum of a square, possibly through casts
+        source = view.through_casts_up(reduction.inputs[0], match)
+        square = view.producer(source)
+        match.x = _square_source(view, square)
+        if match.x is None:
+            return None
+        if len(source.outputs) != 1 or id(source) in view.outputs:
+            match.problems.append(f"{source.name!r} (the squares) has other uses")
+        match.nodes.append(square)
+    _check_reduction(view, reduction, match)
+    tensor = view.through_casts_down(reduction.outputs[0], match)
+
+    if reduction.op != "ReduceL2":  # a sum of squares: optional clamp or +0, then Sqrt
+        node = view.sole_use(tensor, match, ("Sqrt", "Clip", "Max", "Add"))
+        if node is None:
+            return None
+        if node.op in ("Clip", "Max"):
+            match.eps_sum = _clamp_min(view, node, tensor, match)
+            if match.eps_sum is None:
+                return None
+        elif node.op == "Add":
+            added = view.scalar(node.inputs[1] if node.inputs[0] is tensor else node.inputs[0])
+            if added is None:
+                return None
+            if added != 0.0:
+                match.problems.append(
+                    f"eps={added:g} is added inside the square root (sqrt(sum(x*x) + eps)), while L2Norm clamps the "
+                    "norm (max(||x||, eps)); the results differ, so it stays as exported")
+        if node.op != "Sqrt":
+            match.nodes.append(node)
+            tensor = view.through_casts_down(node.outputs[0], match)
+            node = view.sole_use(tensor, match, ("Sqrt",))
+            if node is None:
+                return None
+        match.nodes.append(node)
+        tensor = view.through_casts_down(node.outputs[0], match)
+
+    # the norm: optional clamp, optional Expand, then x / norm or x * (1 / norm)
+    node = view.sole_use(tensor, match, ("Clip", "Max", "Expand", "Div", "Reciprocal"))
+    if node is not None and node.op in ("Clip", "Max"):
+        match.eps_norm = _clamp_min(view, node, tensor, match)
+        if match.eps_norm is None:
+            return None
+        match.nodes.append(node)
+        tensor = view.through_casts_down(node.outputs[0], match)
+        node = view.sole_use(tensor, match, ("Expand", "Div", "Reciprocal"))
+    node, tensor = _through_expand(view, node, tensor, match, ("Div", "Reciprocal"))
+    if node is None:
+        return None
+    if node.op == "Div" and node.inputs[1] is tensor and node.inputs[0] is not tensor:
+        one = view.scalar(node.inputs[0])
+        if one != 1.0:  # x / norm
+            return _finish(view, match, node, numerator=node.inputs[0])
+    elif node.op != "Reciprocal":
+        return None
+    match.nodes.append(node)  # 1 / norm, then x * it
+    tensor = node.outputs[0]
+    node = view.sole_use(tensor, match, ("Mul", "Expand"))
+    node, tensor = _through_expand(view, node, tensor, match, ("Mul",))
+    if node is None or node.op != "Mul" or len(node.inputs) != 2:
+        return None
+    numerator = node.inputs[1] if node.inputs[0] is tensor else node.inputs[0]
+    return _finish(view, match, node, numerator)
+
+
+def _through_expand(view: _GraphView, node: gs.Node | None, tensor: gs.Tensor, match: _Match,
+                    accept: tuple[str, ...]) -> tuple[gs.Node | None, gs.Tensor]:
+    if node is None or node.op != "Expand":
+        return node, tensor
+    if not _expand_keeps_shape(view, node, match.x):
+        match.problems.append(f"{_label(node)} expands to a shape not proven equal to {match.x.name!r}'s")
+    match.nodes.append(node)
+    tensor = node.outputs[0]
+    return view.sole_use(tensor, match, accept), tensor
+
+
+def _finish(view: _GraphView, match: _Match, final: gs.Node, numerator: gs.Tensor) -> _Match:
+    match.nodes.append(final)
+    match.final = final
+    if numerator is not match.x:
+        match.problems.append(f"{_label(final)} normalizes {numerator.name!r}, not the reduced tensor {match.x.name!r}")
+    return match
+
+
+def _fresh_name(base: str, taken: set[str]) -> str:
+    name, k = base, 1
+    while name in taken:
+        name, k = f"{base}_{k}", k + 1
+    taken.add(name)
+    return name
+
+
+def _normalized_axis(axis: int, x: gs.Tensor) -> int:
+    return axis % len(x.shape) if x.shape is not None and axis < 0 else axis
+
+
+def _make_node(match: _Match, name: str, output: gs.Variable) -> gs.Node:
+    """The L2Norm node, built by the op's own spec (attribute names, checks, plugin fields)."""
+    proto = get_op("L2Norm").spec.make_node([match.x.name], [output.name], name=name,
+                                            axis=_normalized_axis(match.axis, match.x), eps=match.eps)
+    attrs = {}
+    for attribute in proto.attribute:
+        value = onnx.helper.get_attribute_value(attribute)
+        attrs[attribute.name] = value.decode() if isinstance(value, bytes) else value
+    return gs.Node(proto.op_type, name=name, attrs=attrs, inputs=[match.x], outputs=[output], domain=proto.domain)
+
+
+def find_l2norms(graph: gs.Graph) -> tuple[list[_Match], list[UnfusedL2Norm]]:
+    """The fusable normalizations of ``graph`` and the near misses (nothing is changed)."""
+    view = _GraphView(graph)
+    fusable: list[_Match] = []
+    unfused: list[UnfusedL2Norm] = []
+    claimed: set[int] = set()
+    for node in list(graph.nodes):
+        if node.op not in _REDUCTIONS or node.domain not in ("", "ai.onnx", None):
+            continue
+        match = _walk(view, node)
+        if match is None:
+            continue
+        if any(id(n) in claimed for n in match.nodes):
+            match.problems.append("shares nodes with another fused normalization")
+        if match.problems:
+            unfused.append(UnfusedL2Norm(node.name, match.spelling, tuple(match.problems)))
+            continue
+        claimed.update(id(n) for n in match.nodes)
+        fusable.append(match)
+    return fusable, unfused
+
+
+def fuse_l2norm_with_report(model: onnx.ModelProto) -> tuple[onnx.ModelProto, L2NormFusionReport]:
+    """``fuse_l2norm``, also returning what was fused and what was deliberately left alone."""
+    graph = gs.import_onnx(model)
+    matches, unfused = find_l2norms(graph)
+    report = L2NormFusionReport(unfused=unfused)
+    if not matches:
+        out = onnx.ModelProto()
+        out.CopyFrom(model)
+        return out, report
+    taken = {n.name for n in graph.nodes if n.name}
+    for match in matches:
+        output = match.final.outputs[0]
+        name = _fresh_name(f"{match.final.name or match.reduction.name or 'node'}/L2Norm", taken)
+        node = _make_node(match, name, output)
+        match.final.outputs.clear()
+        graph.nodes.append(node)
+        report.fused.append(FusedL2Norm(name, int(node.attrs["axis"]), float(node.attrs["eps"]), match.spelling,
+                                        tuple(n.name for n in match.sorted_nodes())))
+    graph.cleanup().toposort()
+    out = gs.export_onnx(graph)
+    if not any(entry.domain == DOMAIN for entry in out.opset_import):
+        out.opset_import.append(onnx.helper.make_opsetid(DOMAIN, DOMAIN_VERSION))
+    return out, report
+
+
+def fuse_l2norm(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Rewrite every L2 normalization over one axis into one torchtrt_ext L2Norm node; returns a new model.
+
+    Logs what was fused, and each near miss left unfused with its reason, to the ``torchtrt_ext`` logger
+    (INFO). Use ``fuse_l2norm_with_report`` to get that as data. See the module doc for the spellings.
+    """
+    out, report = fuse_l2norm_with_report(model)
+    LOGGER.info("%s", report.summary())
+    return out
