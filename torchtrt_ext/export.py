@@ -95,12 +95,19 @@ def _export_dynamo(model: torch.nn.Module, inputs: tuple, names: list[str], outs
     params = list(inspect.signature(model.forward).parameters)
     dynamic_shapes = {p: shapes[p] for p in params if p in shapes} if set(names) <= set(params) else \
         tuple(shapes[n] for n in names)
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-        warnings.simplefilter("ignore", FutureWarning)
-        program = torch.onnx.export(model, inputs, dynamo=True, opset_version=opset, input_names=names,
-                                    output_names=outs, dynamic_shapes=dynamic_shapes or None,
-                                    custom_translation_table=custom_translation_table(), verbose=False)
-    assert program is not None
+    registration_log = logging.getLogger("torch.onnx._internal.exporter._registration")
+    level = registration_log.level
+    registration_log.setLevel(logging.ERROR)  # "torchvision is not installed. Skipping ..." is noise here
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore", FutureWarning)
+            program = torch.onnx.export(model, inputs, dynamo=True, opset_version=opset, input_names=names,
+                                        output_names=outs, dynamic_shapes=dynamic_shapes or None,
+                                        custom_translation_table=custom_translation_table(), verbose=False)
+    finally:
+        registration_log.setLevel(level)
+    if program is None:
+        raise ExportError("torch.onnx.export(dynamo=True) returned no program")
     return program.model_proto
 
 
