@@ -6,7 +6,7 @@ import functools
 import os
 from pathlib import Path
 
-from torchtrt_ext.errors import LibraryNotFoundError, failure
+from torchtrt_ext.errors import LibraryNotFoundError, TorchTRTExtError, failure
 
 KERNELS_LIB = "libtorchtrt_ext_kernels.so"
 PLUGINS_LIB = "libtorchtrt_ext_plugins.so"
@@ -58,3 +58,26 @@ def kernels_library() -> ctypes.CDLL:
         raise LibraryNotFoundError(failure(
             f"{path} exists but could not be loaded: {exc}", "a library built for this machine's CUDA runtime",
             "rebuild it here with `python setup.py build_ext --inplace`")) from exc
+
+
+class KernelError(TorchTRTExtError, RuntimeError):
+    """A launcher of libtorchtrt_ext_kernels.so returned a CUDA error status."""
+
+
+def cuda_error_text(status: int) -> str:
+    """'cudaErrorInvalidValue (1): invalid argument' for a cudaError_t code, through the kernels library's cudart."""
+    try:
+        lib = kernels_library()
+        name_fn, text_fn = lib.cudaGetErrorName, lib.cudaGetErrorString
+    except (TorchTRTExtError, AttributeError):
+        return f"CUDA error {status}"
+    name_fn.restype = text_fn.restype = ctypes.c_char_p
+    name_fn.argtypes = text_fn.argtypes = [ctypes.c_int]
+    name, text = name_fn(status), text_fn(status)
+    return f"{(name or b'?').decode()} ({status}): {(text or b'?').decode()}"
+
+
+def check_kernel_status(status: int, what: str, remedy: str) -> None:
+    """Raise KernelError naming the CUDA status when a launcher returned non-zero; `what` says which call failed."""
+    if status != 0:
+        raise KernelError(failure(f"{what} returned {cuda_error_text(status)}", "status 0 (cudaSuccess)", remedy))

@@ -1,0 +1,85 @@
+"""Eager CUDA path of ``ops.l2norm``: calls the L2Norm kernel of libtorchtrt_ext_kernels.so through ctypes.
+
+The same kernel (csrc/kernels/l2norm.cu) serves the TensorRT plugins. The tensor is seen as
+``[outer, reduced, inner]`` around the normalized axis and the launcher runs on the current torch stream of the
+input's device. A missing library raises :class:`~torchtrt_ext.errors.LibraryNotFoundError`, the signal for the
+op to fall back to PyTorch math.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+
+import torch
+
+from torchtrt_ext import _native
+from torchtrt_ext.errors import InvalidInputError, failure
+
+_LAUNCHERS = {
+    torch.float32: "torchtrt_ext_l2norm_f32",
+    torch.float16: "torchtrt_ext_l2norm_f16",
+    torch.bfloat16: "torchtrt_ext_l2norm_bf16",
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _launcher(dtype: torch.dtype) -> ctypes._CFuncPtr:  # type: ignore[name-defined]
+    """The extern "C" launcher for `dtype`, argtypes set once (raises LibraryNotFoundError without the library)."""
+    fn = getattr(_native.kernels_library(), _LAUNCHERS[dtype])
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                   ctypes.c_float, ctypes.c_void_p]
+    fn.restype = ctypes.c_int32
+    return fn
+
+
+def view_sizes(shape: torch.Size | tuple[int, ...], axis: int) -> tuple[int, int, int]:
+    """(outer, reduced, inner) of a contiguous tensor of `shape` normalized over `axis` (0 <= axis < rank)."""
+    return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
+
+
+def l2norm_cuda(x: torch.Tensor, axis: int, eps: float, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``x / max(||x||_2 over axis, eps)`` computed by the CUDA kernel.
+
+    Args:
+        x: floating tensor (float32, float16 or bfloat16) on a CUDA device. A non-contiguous ``x`` is copied to a
+            contiguous one first (one extra read and write of the tensor).
+        axis: the normalized axis, already in ``0..x.dim()-1``.
+        eps: lower bound of the norm.
+        out: contiguous tensor of x's shape, dtype and device to write into; None allocates one. Default: None.
+
+    Returns:
+        ``out`` (or a new tensor like ``x``) holding the result; contiguous.
+
+    Raises:
+        InvalidInputError: x is not a CUDA tensor of a supported dtype, axis is out of range, or out does not fit.
+        LibraryNotFoundError: libtorchtrt_ext_kernels.so is not built or does not load.
+        KernelError: the launcher returned a CUDA error.
+    """
+    if not x.is_cuda or x.dtype not in _LAUNCHERS:
+        raise InvalidInputError(failure(
+            f"l2norm_cuda: got a {x.dtype} tensor on {x.device}", "a float32, float16 or bfloat16 CUDA tensor",
+            "use torchtrt_ext.ops.l2norm, which falls back to PyTorch math elsewhere"))
+    if not 0 <= axis < x.dim():
+        raise InvalidInputError(failure(
+            f"l2norm_cuda: axis={axis} for a rank-{x.dim()} tensor", f"an axis in 0..{x.dim() - 1}",
+            "normalize a negative axis with axis % x.dim() first"))
+    launcher = _launcher(x.dtype)
+    x = x.contiguous()
+    if out is None:
+        out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    elif out.shape != x.shape or out.dtype != x.dtype or out.device != x.device or not out.is_contiguous():
+        raise InvalidInputError(failure(
+            f"l2norm_cuda: out is {out.dtype} {list(out.shape)} on {out.device} (contiguous={out.is_contiguous()})",
+            f"a contiguous {x.dtype} tensor of shape {list(x.shape)} on {x.device}", "pass out=None"))
+    if x.numel() == 0:
+        return out
+    outer, reduced, inner = view_sizes(x.shape, axis)
+    with torch.cuda.device(x.device):
+        stream = torch.cuda.current_stream(x.device).cuda_stream
+        status = launcher(x.data_ptr(), out.data_ptr(), outer, reduced, inner, float(eps), stream)
+    _native.check_kernel_status(
+        status, f"{_LAUNCHERS[x.dtype]}(outer={outer}, reduced={reduced}, inner={inner}, eps={eps})",
+        "check the sizes; if the error is not cudaErrorInvalidValue, an earlier CUDA error may be pending "
+        "(run with CUDA_LAUNCH_BLOCKING=1 to find it)")
+    return out
