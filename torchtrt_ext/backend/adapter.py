@@ -1,0 +1,207 @@
+"""The one place that knows how ``tensorrt`` and ``tensorrt_rtx`` differ.
+
+Both Python packages expose nearly the same API (``Builder``, ``OnnxParser``, ``Runtime``, ...). What differs, and is
+handled here only:
+
+- the import name, the pip extra that installs it, and what a type-stub-only install looks like;
+- weak-typing precision flags (``BuilderFlag.FP16``/``BF16``/``OBEY_PRECISION_CONSTRAINTS``): TensorRT 10.x has them,
+  TensorRT 11 and TensorRT-RTX do not (strongly typed only). Detected by feature, never by version string;
+- plugins: TensorRT-RTX aborts the whole process when an ONNX node maps to a plugin, so it is marked
+  ``supports_plugins=False`` and the builder refuses such graphs before parsing (see ``backend.plugins``);
+- serializing a plugin library into the plan (``plugins_to_serialize``) and letting a runtime deserialize host code
+  (``engine_host_code_allowed``), present on both as attributes, absent on older releases.
+
+Everything else in ``torchtrt_ext`` calls TensorRT through a ``TRTApi`` object returned by ``load_backend``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import logging
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from torchtrt_ext.errors import InvalidInputError, MissingDependencyError, failure
+
+if TYPE_CHECKING:  # the tensorrt-stubs package describes both APIs well enough for mypy
+    import tensorrt as trt_t
+
+log = logging.getLogger("torchtrt_ext.backend")
+
+BACKENDS = ("tensorrt", "tensorrt_rtx")
+_MODULES = {"tensorrt": "tensorrt", "tensorrt_rtx": "tensorrt_rtx"}
+_EXTRAS = {"tensorrt": "trt", "tensorrt_rtx": "rtx"}
+_PACKAGES = {"tensorrt": "tensorrt>=10.6", "tensorrt_rtx": "tensorrt-rtx-cu13>=1.7"}
+_TRACE = 5  # TensorRT VERBOSE messages go to this Python level (below DEBUG)
+
+
+def install_hint(backend: str) -> str:
+    """The pip command that installs ``backend``."""
+    return f"pip install 'torchtrt_ext[{_EXTRAS[backend]}]' (or: pip install '{_PACKAGES[backend]}')"
+
+
+def check_backend_name(backend: str) -> str:
+    if backend not in BACKENDS:
+        raise InvalidInputError(failure(f"backend={backend!r} is not a known backend", f"one of {BACKENDS}",
+                                        "pass backend='tensorrt' (datacenter GPUs) or 'tensorrt_rtx' (RTX GPUs)"))
+    return backend
+
+
+@dataclasses.dataclass(frozen=True)
+class TRTApi:
+    """A loaded TensorRT flavour: the module plus the answers to every question whose answer differs."""
+
+    name: str
+    trt: Any  # the imported module (tensorrt or tensorrt_rtx)
+
+    @property
+    def version(self) -> str:
+        return str(self.trt.__version__)
+
+    @property
+    def is_rtx(self) -> bool:
+        return self.name == "tensorrt_rtx"
+
+    @property
+    def supports_plugins(self) -> bool:
+        """False where a plugin node aborts the process (TensorRT-RTX): such graphs must never reach the parser."""
+        return not self.is_rtx
+
+    @property
+    def has_weak_typing(self) -> bool:
+        """True where the weak-typing precision flags still exist (TensorRT 10.x)."""
+        return hasattr(self.trt.BuilderFlag, "FP16")
+
+    def precision_flags(self, precision: str) -> list[Any]:
+        """Builder flags that allow ``precision`` on a weakly typed network; [] where the flags do not exist."""
+        flag = self.trt.BuilderFlag
+        names = {"fp16": ["FP16"], "bf16": ["BF16"]}.get(precision, [])
+        found = [getattr(flag, n) for n in names if hasattr(flag, n)]
+        if found and hasattr(flag, "OBEY_PRECISION_CONSTRAINTS"):
+            found.append(flag.OBEY_PRECISION_CONSTRAINTS)  # layers we pinned to FP32 stay FP32
+        return found
+
+    def can_embed_plugins(self) -> bool:
+        return self.supports_plugins and hasattr(self.trt.IBuilderConfig, "plugins_to_serialize")
+
+    def set_plugins_to_serialize(self, config: trt_t.IBuilderConfig, paths: list[str]) -> None:
+        """Serialize the plugin libraries into the plan (needs a version-compatible engine on TensorRT 10)."""
+        if hasattr(self.trt.BuilderFlag, "VERSION_COMPATIBLE"):
+            config.set_flag(self.trt.BuilderFlag.VERSION_COMPATIBLE)
+        config.plugins_to_serialize = paths
+
+    def allow_host_code(self, runtime: trt_t.Runtime) -> None:
+        """Let ``runtime`` deserialize an engine that carries a plugin library (host code)."""
+        if hasattr(runtime, "engine_host_code_allowed"):
+            runtime.engine_host_code_allowed = True
+
+    def load_plugin_library(self, path: str) -> None:
+        if not self.supports_plugins:
+            raise InvalidInputError(failure(
+                f"refusing to load plugin library {path} into {self.name}",
+                "plugins only with backend='tensorrt' (TensorRT-RTX aborts the process on plugin nodes)",
+                "use plugins='decompose' with tensorrt_rtx"))
+        registry = self.trt.get_plugin_registry()
+        registry.load_library(path)
+
+    def make_logger(self, records: list[tuple[str, str]] | None = None) -> trt_t.ILogger:
+        """An ILogger forwarding TensorRT messages to Python logging ("torchtrt_ext.backend").
+
+        Errors and warnings are also appended to ``records`` (severity, message) so a failed build can quote them.
+        """
+        return _make_logger(self.trt, records)
+
+    def make_progress_monitor(self, stream: Any = None) -> trt_t.IProgressMonitor:
+        """An IProgressMonitor printing one stderr line when each top-level build phase starts and finishes."""
+        return _make_progress_monitor(self.trt, stream if stream is not None else sys.stderr)
+
+
+def _make_logger(trt: Any, records: list[tuple[str, str]] | None) -> Any:
+    sev = trt.ILogger.Severity
+    levels = {sev.INTERNAL_ERROR: logging.CRITICAL, sev.ERROR: logging.ERROR, sev.WARNING: logging.WARNING,
+              sev.INFO: logging.DEBUG, sev.VERBOSE: _TRACE}
+    base: Any = trt.ILogger
+    lock = threading.Lock()
+
+    class _Logger(base):  # type: ignore[misc, valid-type]
+        def __init__(self) -> None:
+            base.__init__(self)
+
+        def log(self, severity: Any, msg: str) -> None:
+            level = levels.get(severity, logging.INFO)
+            if records is not None and level >= logging.WARNING:
+                with lock:
+                    records.append((logging.getLevelName(level), msg))
+            if log.isEnabledFor(level):
+                log.log(level, "TensorRT: %s", msg)
+
+    return _Logger()
+
+
+def _make_progress_monitor(trt: Any, stream: Any) -> Any:
+    base: Any = trt.IProgressMonitor
+    started: dict[str, float] = {}
+    lock = threading.Lock()
+
+    class _Progress(base):  # type: ignore[misc, valid-type]
+        def __init__(self) -> None:
+            base.__init__(self)
+
+        def phase_start(self, phase_name: str, parent_phase: str | None, num_steps: int) -> None:
+            with lock:
+                started[phase_name] = time.monotonic()
+            if parent_phase is None:
+                print(f"[torchtrt_ext] {phase_name} ...", file=stream, flush=True)
+            else:
+                log.debug("build phase %s (in %s, %d steps)", phase_name, parent_phase, num_steps)
+
+        def phase_finish(self, phase_name: str) -> None:
+            with lock:
+                t0 = started.pop(phase_name, None)
+            seconds = time.monotonic() - t0 if t0 is not None else 0.0
+            log.debug("build phase %s finished in %.2f s", phase_name, seconds)
+            if not started:  # a top-level phase ended
+                print(f"[torchtrt_ext] {phase_name} done ({seconds:.1f} s)", file=stream, flush=True)
+
+        def step_complete(self, phase_name: str, step: int) -> bool:
+            return True  # never cancel
+
+    return _Progress()
+
+
+def _import(backend: str) -> Any:
+    module_name = _MODULES[backend]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise MissingDependencyError(failure(
+            f"backend={backend!r} needs the {module_name} Python package, which is not installed ({exc})",
+            f"an importable {module_name}", install_hint(backend))) from None
+    except Exception as exc:  # noqa: BLE001 - bindings without their libraries fail with OSError and others
+        raise MissingDependencyError(failure(
+            f"{module_name} is installed but does not import: {type(exc).__name__}: {exc}",
+            f"{module_name} with its native libraries", f"reinstall it: {install_hint(backend)}")) from None
+    if not hasattr(module, "Builder"):  # e.g. only the tensorrt-stubs package, which installs tensorrt/*.pyi
+        raise MissingDependencyError(failure(
+            f"{module_name} imports but has no Builder ({getattr(module, '__path__', '')}): only type stubs or a "
+            "placeholder are installed", f"the real {module_name} package", install_hint(backend)))
+    return module
+
+
+@functools.lru_cache(maxsize=None)
+def load_backend(backend: str) -> TRTApi:
+    """Import ``backend`` ("tensorrt" or "tensorrt_rtx") lazily; MissingDependencyError names the pip extra."""
+    check_backend_name(backend)
+    return TRTApi(backend, _import(backend))
+
+
+def backend_available(backend: str) -> bool:
+    """True when ``load_backend(backend)`` would succeed."""
+    try:
+        load_backend(backend)
+    except MissingDependencyError:
+        return False
+    return True

@@ -1,0 +1,252 @@
+"""``build_engine``: ONNX -> TensorRT network -> serialized engine, with plugins, precision and profiles.
+
+The steps read in order: load the backend -> decide the plugin mode (raising before any parsing when it cannot work)
+-> decompose if asked -> precision transform -> plugin-free guard (TensorRT-RTX) -> load plugins -> parse -> configure
+-> build -> ``Engine`` with metadata. Caching is a separate step (``torchtrt_ext.cache.cached_build_engine``), so this
+function always builds.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Union
+
+import onnx
+
+from torchtrt_ext.backend.adapter import TRTApi, load_backend
+from torchtrt_ext.backend.engine import TRT_DTYPE_NAMES, Engine, EngineMetadata, TensorInfo, atomic_write, plugin_ids
+from torchtrt_ext.backend.plugins import (
+    PluginPlan,
+    assert_plugin_free,
+    load_plugins,
+    prepare_graph,
+    resolve_plugin_mode,
+)
+from torchtrt_ext.backend.precision import PrecisionResult, apply_precision, check_precision
+from torchtrt_ext.backend.profiles import (
+    DEFAULT_MAX_BATCH,
+    GraphShape,
+    Profile,
+    ProfileSpec,
+    normalize_profiles,
+    profiles_for_graph,
+)
+from torchtrt_ext.errors import BuildError, InvalidInputError, failure
+
+if TYPE_CHECKING:
+    import tensorrt as trt_t
+
+log = logging.getLogger("torchtrt_ext.backend")
+
+OnnxSource = Union[onnx.ModelProto, str, "os.PathLike[str]", bytes]
+DEFAULT_WORKSPACE = 4 << 30  # bytes; capped at half the GPU's memory when one is visible
+
+_PARSER_REMEDY = ("map the op to supported ops at export, decompose it (plugins='decompose'), or provide a plugin; "
+                  "for plugin nodes: load the plugin library and check the node's op_type, plugin_version and "
+                  "plugin_namespace")
+_BUILD_REMEDY = ("for 'could not find any implementation': try precision='fp32' or narrow the dynamic shape range "
+                 "(profiles=); read the TensorRT messages above (logger 'torchtrt_ext.backend')")
+
+
+def load_onnx(source: OnnxSource) -> onnx.ModelProto:
+    """A ModelProto from a ModelProto, a path, or serialized bytes."""
+    if isinstance(source, onnx.ModelProto):
+        return source
+    if isinstance(source, (bytes, bytearray)):
+        return onnx.load_from_string(bytes(source))
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if not path.is_file():
+            raise InvalidInputError(failure(f"ONNX file {path} does not exist", "a path to a .onnx file",
+                                            "check the path, or pass the onnx.ModelProto itself"))
+        return onnx.load(str(path))
+    raise InvalidInputError(failure(f"build_engine got a {type(source).__name__}", "an onnx.ModelProto, a path or "
+                                    "bytes", "export first: torchtrt_ext.export_onnx(model, example_inputs)"))
+
+
+def graph_inputs(model: onnx.ModelProto) -> dict[str, GraphShape]:
+    """Real inputs (initializers excluded) -> shape with None for dynamic dims."""
+    inits = {i.name for i in model.graph.initializer}
+    out: dict[str, GraphShape] = {}
+    for value in model.graph.input:
+        if value.name in inits:
+            continue
+        dims = value.type.tensor_type.shape.dim
+        out[value.name] = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+    return out
+
+
+def current_gpu() -> tuple[str | None, str | None]:
+    """(name, "major.minor") of torch's current CUDA device, or (None, None) without one."""
+    try:
+        import torch
+        if not torch.cuda.is_available():
+            return None, None
+        index = torch.cuda.current_device()
+        major, minor = torch.cuda.get_device_capability(index)
+        return torch.cuda.get_device_name(index), f"{major}.{minor}"
+    except Exception:  # noqa: BLE001 - a broken CUDA setup means "no GPU" for the metadata
+        return None, None
+
+
+def default_workspace() -> int:
+    try:
+        import torch
+        if torch.cuda.is_available():
+            total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+            return int(min(DEFAULT_WORKSPACE, total // 2))
+    except Exception:  # noqa: BLE001
+        pass
+    return DEFAULT_WORKSPACE
+
+
+def build_settings(*, backend: str, precision: str, workspace: int | None, plugins: str, embed_plugins: bool,
+                   profiles: Sequence[Profile], max_batch: int) -> dict[str, Any]:
+    """The settings recorded in the metadata and hashed into the cache key (JSON-able, deterministic)."""
+    return {"backend": backend, "precision": precision, "workspace": workspace, "plugins": plugins,
+            "embed_plugins": embed_plugins, "profiles": [p.to_json() for p in profiles], "max_batch": max_batch}
+
+
+def build_engine(onnx_model_or_path: OnnxSource, *, backend: str = "tensorrt", precision: str = "fp32",
+                 profiles: ProfileSpec | Sequence[ProfileSpec] | None = None, workspace: int | None = None,
+                 plugins: str = "auto", timing_cache: str | os.PathLike[str] | None = None, progress: bool = True,
+                 embed_plugins: bool = False, output_tree: dict[str, Any] | None = None,
+                 max_batch: int = DEFAULT_MAX_BATCH) -> Engine:
+    """Build a TensorRT engine from an ONNX model; always builds (``cache.cached_build_engine`` adds the cache).
+
+    Args:
+        onnx_model_or_path: an ``onnx.ModelProto``, a path to a .onnx file, or its bytes.
+        backend: "tensorrt" or "tensorrt_rtx". Default "tensorrt".
+        precision: "fp32", "fp16", "bf16" (mixed: sensitive ops stay FP32) or "as_exported". Default "fp32".
+        profiles: one profile or a list, each ``{input: (min, opt, max)}``. None: batch 1..``max_batch``.
+        workspace: workspace memory cap in bytes. None: 4 GiB, or half the GPU's memory if less.
+        plugins: "auto", "cpp", "python" or "decompose" (see ``backend.plugins``). Default "auto".
+        timing_cache: path of a TensorRT timing cache file, read if present and written back. Default None.
+        progress: print one stderr line per build phase. Default True.
+        embed_plugins: serialize the C++ plugin library into the plan (plugins="cpp"). Default False.
+        output_tree: structure of the original model's outputs, recorded for ``TRTModule``. Default None (flat).
+        max_batch: upper batch bound of the default profile. Default 32.
+    """
+    api = load_backend(backend)
+    model = load_onnx(onnx_model_or_path)
+    check_precision(precision)
+    plan = resolve_plugin_mode(plugins, api, model)  # raises for cpp/python on tensorrt_rtx, before any parsing
+    if embed_plugins and not (plan.mode == "cpp" and api.can_embed_plugins()):
+        raise InvalidInputError(failure(
+            f"embed_plugins=True with plugin mode {plan.mode!r} on {api.name}",
+            "the C++ plugin library (plugins='cpp' or 'auto' with the library built) on backend='tensorrt'",
+            "drop embed_plugins, or build the plugin library and use backend='tensorrt'"))
+    # precision first: custom nodes are opaque to it and keep FP32 math, also once decomposed
+    typed = apply_precision(model, precision)
+    typed = dataclasses.replace(typed, model=prepare_graph(typed.model, plan))
+    assert_plugin_free(typed.model, api)  # the last line: nothing non-standard reaches tensorrt_rtx
+    load_plugins(api, plan)
+    full_profiles = profiles_for_graph(graph_inputs(typed.model), normalize_profiles(profiles), max_batch=max_batch)
+    settings = build_settings(backend=backend, precision=precision, workspace=workspace, plugins=plan.mode,
+                              embed_plugins=embed_plugins, profiles=full_profiles, max_batch=max_batch)
+    plan_bytes, inputs, outputs = _build(api, typed, full_profiles, plan, workspace=workspace,
+                                         timing_cache=timing_cache, progress=progress, embed=embed_plugins)
+    gpu_name, cc = current_gpu()
+    from torchtrt_ext import __version__ as ours
+    metadata = EngineMetadata(
+        inputs=inputs, outputs=outputs, profiles=tuple(full_profiles), build=settings, backend=backend,
+        trt_version=api.version, gpu_name=gpu_name, compute_capability=cc,
+        plugins=plugin_ids(plan.ops) if plan.needs_plugins else (), plugin_mode=plan.mode,
+        plugin_library_sha256=plan.library_sha256, plugins_embedded=embed_plugins, output_tree=output_tree,
+        torchtrt_ext_version=ours)
+    return Engine(plan_bytes, metadata)
+
+
+def _parse(api: TRTApi, network: trt_t.INetworkDefinition, logger: trt_t.ILogger, model: onnx.ModelProto) -> None:
+    parser: trt_t.OnnxParser = api.trt.OnnxParser(network, logger)
+    if parser.parse(model.SerializeToString()):
+        return
+    failures = []
+    for i in range(parser.num_errors):
+        error = parser.get_error(i)
+        index = error.node()
+        node = model.graph.node[index] if 0 <= index < len(model.graph.node) else None
+        name = error.node_name() or (node.name if node is not None else "") or f"#{index}"
+        op_type = error.node_operator() or (node.op_type if node is not None else "?")
+        failures.append(f"  - node {name} ({op_type}): {error.desc()}")
+    listed = "\n".join(failures) or "  (TensorRT reported no node; see the log 'torchtrt_ext.backend')"
+    raise BuildError(f"{api.name} {api.version} could not parse the ONNX graph; failing nodes:\n{listed}\n"
+                     f"Expected: nodes TensorRT's ONNX parser supports, or plugin nodes whose plugin is loaded. "
+                     f"Remedy: {_PARSER_REMEDY}")
+
+
+def _build(api: TRTApi, typed: PrecisionResult, profiles: Sequence[Profile], plan: PluginPlan, *,
+           workspace: int | None, timing_cache: str | os.PathLike[str] | None, progress: bool,
+           embed: bool) -> tuple[bytes, tuple[TensorInfo, ...], tuple[TensorInfo, ...]]:
+    trt = api.trt
+    records: list[tuple[str, str]] = []
+    logger = api.make_logger(records)
+    builder: trt_t.Builder = trt.Builder(logger)
+    network: trt_t.INetworkDefinition = builder.create_network(0)  # strongly typed where weak typing is gone
+    _parse(api, network, logger, typed.model)
+
+    config: trt_t.IBuilderConfig = builder.create_builder_config()
+    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace or default_workspace())
+    flags = api.precision_flags(typed.precision) if api.has_weak_typing else []
+    for flag in flags:
+        config.set_flag(flag)
+    if flags:
+        _pin_fp32_layers(api, network, set(typed.fp32_nodes))
+
+    names = {network.get_input(i).name for i in range(network.num_inputs)}
+    for profile in profiles:
+        opt_profile: trt_t.IOptimizationProfile = builder.create_optimization_profile()
+        for name, shape_range in profile.items():
+            if name in names:
+                opt_profile.set_shape(name, shape_range.min, shape_range.opt, shape_range.max)
+        config.add_optimization_profile(opt_profile)
+
+    cache_path = Path(timing_cache) if timing_cache is not None and not api.is_rtx else None
+    if timing_cache is not None and api.is_rtx:
+        log.info("timing_cache ignored: %s has no timing cache", api.name)
+    if cache_path is not None:
+        blob = cache_path.read_bytes() if cache_path.is_file() else b""
+        config.set_timing_cache(config.create_timing_cache(blob), False)
+    monitor = api.make_progress_monitor() if progress else None
+    if monitor is not None:
+        config.progress_monitor = monitor
+    if embed:
+        assert plan.library is not None
+        api.set_plugins_to_serialize(config, [str(plan.library)])
+
+    started = time.monotonic()
+    serialized = builder.build_serialized_network(network, config)
+    if serialized is None:
+        messages = "\n".join(f"  {level}: {msg}" for level, msg in records[-15:]) or "  (no message)"
+        raise BuildError(f"{api.name} {api.version} failed to build the engine. TensorRT said:\n{messages}\n"
+                         f"Expected: a network TensorRT can implement with the given precision and profiles. "
+                         f"Remedy: {_BUILD_REMEDY}")
+    plan_bytes = bytes(serialized)
+    log.info("built %s engine: %d bytes in %.1f s", api.name, len(plan_bytes), time.monotonic() - started)
+    if cache_path is not None:
+        atomic_write(cache_path, bytes(config.get_timing_cache().serialize()))
+    inputs = tuple(_info(network.get_input(i)) for i in range(network.num_inputs))
+    outputs = tuple(_info(network.get_output(i)) for i in range(network.num_outputs))
+    return plan_bytes, inputs, outputs
+
+
+def _pin_fp32_layers(api: TRTApi, network: trt_t.INetworkDefinition, fp32_nodes: set[str]) -> None:
+    """Weakly typed TensorRT (10.x): keep layers made from FP32-pinned nodes in FP32 (layer names follow node
+    names in TensorRT's ONNX parser; a decomposed node's parts are named "<node>/...")."""
+    pinned = 0
+    for i in range(network.num_layers):
+        layer = network.get_layer(i)
+        inside = layer.name in fp32_nodes or any(layer.name.startswith(f"{n}/") for n in fp32_nodes)  # decomposed
+        if inside and hasattr(layer, "precision"):
+            layer.precision = api.trt.float32
+            pinned += 1
+    log.debug("pinned %d layer(s) to FP32", pinned)
+
+
+def _info(tensor: trt_t.ITensor) -> TensorInfo:
+    dtype = TRT_DTYPE_NAMES.get(tensor.dtype.name, tensor.dtype.name.lower())
+    return TensorInfo(tensor.name, dtype, tuple(int(d) for d in tensor.shape))

@@ -1,0 +1,243 @@
+"""``Engine``: a serialized TensorRT plan plus the metadata needed to run, cache and check it.
+
+File layout (little endian)::
+
+    b"TTXENG01"  u64 metadata_length  u64 plan_length  metadata (canonical JSON, UTF-8)  plan  sha256(metadata + plan)
+
+The metadata is written canonically (sorted keys, no spaces), and a loaded engine keeps the exact bytes it was read
+from, so ``save(load(path))`` reproduces the file byte for byte. The trailing checksum lets the cache tell a
+truncated or corrupted file from a valid one without handing it to TensorRT.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import struct
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from torchtrt_ext.backend.profiles import Profile
+from torchtrt_ext.errors import EngineCompatibilityError, InvalidInputError, failure
+
+MAGIC = b"TTXENG01"
+_HEADER = struct.Struct("<8sQQ")
+_DIGEST = 32
+FORMAT_VERSION = 1
+
+# TensorRT DataType member name -> torch dtype name (the metadata stores torch names)
+TRT_DTYPE_NAMES = {"FLOAT": "float32", "HALF": "float16", "BF16": "bfloat16", "INT8": "int8", "INT32": "int32",
+                   "INT64": "int64", "BOOL": "bool", "UINT8": "uint8", "FP8": "float8_e4m3fn"}
+
+
+class CorruptEngineError(EngineCompatibilityError):
+    """An engine file is truncated, has a bad checksum, or is not an engine file at all."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorInfo:
+    """One engine input or output: name, torch dtype name, shape with -1 for dynamic dims."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TensorInfo:
+        return cls(str(data["name"]), str(data["dtype"]), tuple(int(d) for d in data["shape"]))
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineMetadata:
+    """Everything about an engine except the plan. ``build`` holds the build settings (backend, precision, ...)."""
+
+    inputs: tuple[TensorInfo, ...]
+    outputs: tuple[TensorInfo, ...]
+    profiles: tuple[Profile, ...]
+    build: Mapping[str, Any]
+    backend: str
+    trt_version: str
+    gpu_name: str | None = None
+    compute_capability: str | None = None  # "8.9"; None when built without a GPU (TensorRT-RTX on a CPU machine)
+    plugins: tuple[str, ...] = ()  # "torchtrt_ext::L2Norm:1" for each plugin op the engine needs at run time
+    plugin_mode: str = "none"  # "cpp", "python", "decompose" or "none"
+    plugin_library_sha256: str | None = None
+    plugins_embedded: bool = False
+    output_tree: Mapping[str, Any] | None = None  # structure of the original model's outputs (runtime.output_tree)
+    torchtrt_ext_version: str = ""
+
+    @property
+    def input_names(self) -> list[str]:
+        return [t.name for t in self.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [t.name for t in self.outputs]
+
+    def describe_target(self) -> str:
+        gpu = (f"{self.gpu_name} (compute capability {self.compute_capability})" if self.compute_capability
+               else "no particular GPU (built on a machine without one)")
+        return f"{self.backend} {self.trt_version} for {gpu}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format_version": FORMAT_VERSION,
+            "inputs": [t.to_json() for t in self.inputs],
+            "outputs": [t.to_json() for t in self.outputs],
+            "profiles": [p.to_json() for p in self.profiles],
+            "build": dict(self.build),
+            "backend": self.backend,
+            "trt_version": self.trt_version,
+            "gpu_name": self.gpu_name,
+            "compute_capability": self.compute_capability,
+            "plugins": list(self.plugins),
+            "plugin_mode": self.plugin_mode,
+            "plugin_library_sha256": self.plugin_library_sha256,
+            "plugins_embedded": self.plugins_embedded,
+            "output_tree": self.output_tree,
+            "torchtrt_ext_version": self.torchtrt_ext_version,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EngineMetadata:
+        if data.get("format_version") != FORMAT_VERSION:
+            raise EngineCompatibilityError(failure(
+                f"engine metadata format {data.get('format_version')!r}", f"format {FORMAT_VERSION}",
+                "rebuild the engine with this torchtrt_ext version"))
+        return cls(
+            inputs=tuple(TensorInfo.from_json(t) for t in data["inputs"]),
+            outputs=tuple(TensorInfo.from_json(t) for t in data["outputs"]),
+            profiles=tuple(Profile.from_json(p) for p in data["profiles"]),
+            build=dict(data["build"]),
+            backend=str(data["backend"]),
+            trt_version=str(data["trt_version"]),
+            gpu_name=data.get("gpu_name"),
+            compute_capability=data.get("compute_capability"),
+            plugins=tuple(data.get("plugins", ())),
+            plugin_mode=str(data.get("plugin_mode", "none")),
+            plugin_library_sha256=data.get("plugin_library_sha256"),
+            plugins_embedded=bool(data.get("plugins_embedded", False)),
+            output_tree=data.get("output_tree"),
+            torchtrt_ext_version=str(data.get("torchtrt_ext_version", "")),
+        )
+
+    def canonical_bytes(self) -> bytes:
+        return canonical_json(self.to_json())
+
+    def replace(self, **changes: Any) -> EngineMetadata:
+        return dataclasses.replace(self, **changes)
+
+
+def canonical_json(data: Any) -> bytes:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+
+
+class Engine:
+    """A serialized TensorRT plan and its ``EngineMetadata``. Immutable; ``TRTModule(engine)`` runs it."""
+
+    def __init__(self, plan: bytes, metadata: EngineMetadata, *, _metadata_bytes: bytes | None = None) -> None:
+        if not isinstance(plan, (bytes, bytearray, memoryview)) or len(plan) == 0:
+            raise InvalidInputError(failure("Engine got an empty or non-bytes plan", "the serialized engine bytes",
+                                            "pass the output of build_engine"))
+        self._plan = bytes(plan)
+        self._metadata = metadata
+        self._metadata_bytes = _metadata_bytes if _metadata_bytes is not None else metadata.canonical_bytes()
+
+    @property
+    def plan(self) -> bytes:
+        return self._plan
+
+    @property
+    def metadata(self) -> EngineMetadata:
+        return self._metadata
+
+    @property
+    def metadata_bytes(self) -> bytes:
+        """The exact metadata bytes this engine was built or loaded with."""
+        return self._metadata_bytes
+
+    def __repr__(self) -> str:
+        m = self._metadata
+        return (f"Engine({len(self._plan)} bytes, {m.describe_target()}, inputs={m.input_names}, "
+                f"outputs={m.output_names}, profiles={len(m.profiles)})")
+
+    def with_metadata(self, **changes: Any) -> Engine:
+        return Engine(self._plan, self._metadata.replace(**changes))
+
+    def to_bytes(self) -> bytes:
+        body = self._metadata_bytes + self._plan
+        header = _HEADER.pack(MAGIC, len(self._metadata_bytes), len(self._plan))
+        return header + body + hashlib.sha256(body).digest()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, *, source: str = "<bytes>") -> Engine:
+        """Parse an engine file's bytes; CorruptEngineError when anything does not add up."""
+        def corrupt(why: str) -> CorruptEngineError:
+            return CorruptEngineError(failure(f"{source} is not a valid torchtrt_ext engine file: {why}",
+                                              "a file written by Engine.save / TRTModule.save",
+                                              "rebuild it (delete the file; the cache rebuilds on its own)"))
+        if len(data) < _HEADER.size + _DIGEST:
+            raise corrupt(f"only {len(data)} bytes")
+        magic, meta_len, plan_len = _HEADER.unpack_from(data)
+        if magic != MAGIC:
+            raise corrupt(f"starts with {magic!r}, not {MAGIC!r}")
+        if _HEADER.size + meta_len + plan_len + _DIGEST != len(data):
+            raise corrupt(f"sizes in the header ({meta_len} + {plan_len}) do not match the file ({len(data)} bytes)")
+        body = data[_HEADER.size:_HEADER.size + meta_len + plan_len]
+        if hashlib.sha256(body).digest() != data[-_DIGEST:]:
+            raise corrupt("checksum mismatch (truncated or modified)")
+        meta_bytes, plan = body[:meta_len], body[meta_len:]
+        try:
+            metadata = EngineMetadata.from_json(json.loads(meta_bytes.decode("ascii")))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise corrupt(f"metadata does not parse ({type(exc).__name__}: {exc})") from None
+        return cls(plan, metadata, _metadata_bytes=meta_bytes)
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the engine file atomically (temp file in the same folder, then rename)."""
+        target = Path(path)
+        atomic_write(target, self.to_bytes())
+        return target
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Engine:
+        target = Path(path)
+        try:
+            data = target.read_bytes()
+        except FileNotFoundError:
+            raise InvalidInputError(failure(f"engine file {target} does not exist", "a path written by save()",
+                                            "check the path")) from None
+        return cls.from_bytes(data, source=str(target))
+
+
+def atomic_write(target: Path, data: bytes) -> None:
+    """Write ``data`` to ``target`` so readers see the old file or the whole new one, never a partial file."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with_suppressed_unlink(tmp)
+        raise
+
+
+def with_suppressed_unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def plugin_ids(op_types: Sequence[tuple[str, str, str]]) -> tuple[str, ...]:
+    """("L2Norm", "1", "torchtrt_ext") -> "torchtrt_ext::L2Norm:1", sorted and unique."""
+    return tuple(sorted({f"{ns}::{name}:{version}" for name, version, ns in op_types}))

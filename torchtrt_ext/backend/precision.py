@@ -1,0 +1,239 @@
+"""Precision as a graph transformation done before the build (TensorRT 11 and TensorRT-RTX are strongly typed: the
+ONNX types decide what runs in which precision).
+
+``apply_precision(model, precision)``:
+
+- ``"as_exported"``: the graph is left as it is;
+- ``"fp32"``: every floating-point computation runs in FP32;
+- ``"fp16"`` / ``"bf16"``: computations run in that type, except numerically sensitive ones kept in FP32: reductions,
+  normalizations, softmax, exp/log/pow-like math that overflows FP16, and every torchtrt_ext node (their accumulation
+  is FP32). Graph inputs and outputs keep their exported types (a drop-in module takes and returns what the model
+  did), with Casts at the boundary.
+
+How: for each node, the inputs that share the node's output type variable (per the ONNX schema) are its "data"
+inputs; they are cast to the node's compute type, and its outputs take that type. Other inputs (shape tensors, Resize
+scales, indices) keep their type. Float initializers feeding low-precision nodes are converted in place instead of
+cast at run time (values beyond the type's range are clipped, with a warning).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from torchtrt_ext.errors import InvalidInputError, failure
+from torchtrt_ext.passes.shapes import infer_shapes
+
+log = logging.getLogger("torchtrt_ext.backend")
+
+PRECISIONS = ("fp32", "fp16", "bf16", "as_exported")
+_ELEM = {"fp32": TensorProto.FLOAT, "fp16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16}
+FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE}
+_TYPE_STR = {TensorProto.FLOAT: "tensor(float)", TensorProto.FLOAT16: "tensor(float16)",
+             TensorProto.BFLOAT16: "tensor(bfloat16)", TensorProto.DOUBLE: "tensor(double)"}
+
+# Ops computed in FP32 whatever the precision: accumulations, normalizations, softmax, and range-hungry math.
+KEEP_FP32 = frozenset({
+    "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd",
+    "ReduceSum", "ReduceSumSquare", "CumSum",
+    "Softmax", "LogSoftmax", "Hardmax",
+    "LayerNormalization", "GroupNormalization", "InstanceNormalization", "LpNormalization", "RMSNormalization",
+    "MeanVarianceNormalization", "LRN", "BatchNormalization",
+    "Exp", "Log", "Pow", "Sqrt", "Reciprocal", "Erf",
+})
+
+
+@dataclasses.dataclass
+class PrecisionResult:
+    model: onnx.ModelProto
+    precision: str
+    fp32_nodes: list[str]  # names of nodes pinned to FP32 (for weakly typed builders' per-layer constraints)
+    casts_added: int
+
+
+def check_precision(precision: str) -> str:
+    if precision not in PRECISIONS:
+        raise InvalidInputError(failure(f"precision={precision!r} is not supported", f"one of {PRECISIONS}",
+                                        "pass precision='fp16' for mixed precision, 'fp32' for full precision"))
+    return precision
+
+
+def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
+    types: dict[str, int] = {}
+    graph = model.graph
+    for v in list(graph.input) + list(graph.value_info) + list(graph.output):
+        if v.type.HasField("tensor_type") and v.type.tensor_type.elem_type:
+            types[v.name] = v.type.tensor_type.elem_type
+    for init in graph.initializer:
+        types[init.name] = init.data_type
+    return types
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    return next((e.version for e in model.opset_import if e.domain in ("", "ai.onnx")), 17)
+
+
+def _schema(node: onnx.NodeProto, opset: int) -> onnx.defs.OpSchema | None:
+    if node.domain not in ("", "ai.onnx"):
+        return None
+    try:
+        return onnx.defs.get_schema(node.op_type, opset, "")
+    except Exception:  # noqa: BLE001 - unknown op: treated as opaque
+        return None
+
+
+def _data_positions(node: onnx.NodeProto, schema: onnx.defs.OpSchema, low: int) -> tuple[list[int], list[int]]:
+    """(input positions, output positions) that share a type variable allowing ``low`` and the float types."""
+    allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+    wanted = {_TYPE_STR[TensorProto.FLOAT], _TYPE_STR[low]}
+    outs_vars = [o.type_str for o in schema.outputs]
+
+    def var_at(params: list[onnx.defs.OpSchema.FormalParameter], index: int) -> str | None:
+        if not params:
+            return None
+        p = params[min(index, len(params) - 1)]
+        if index >= len(params) and p.option != onnx.defs.OpSchema.FormalParameterOption.Variadic:
+            return None
+        return p.type_str
+
+    shared = {v for v in outs_vars if v in allowed and wanted <= allowed[v]}
+    ins = [i for i in range(len(node.input)) if var_at(list(schema.inputs), i) in shared]
+    outs = [i for i in range(len(node.output)) if var_at(list(schema.outputs), i) in shared]
+    return ins, outs
+
+
+def _graph_has_subgraphs(node: onnx.NodeProto) -> bool:
+    return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
+
+
+def apply_precision(model: onnx.ModelProto, precision: str) -> PrecisionResult:
+    """Return a copy of ``model`` typed for ``precision`` (see the module docstring)."""
+    check_precision(precision)
+    if precision == "as_exported":
+        return PrecisionResult(model, precision, [], 0)
+    low = _ELEM[precision]
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    try:
+        inferred = infer_shapes(out)  # passes through torchtrt_ext nodes too
+    except Exception:  # noqa: BLE001 - shape inference is best effort; declared types still help
+        inferred = out
+    original = _elem_types(inferred)
+    opset = _opset(out)
+    graph = out.graph
+    inits = {i.name: i for i in graph.initializer}
+    consumers: dict[str, int] = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers[name] = consumers.get(name, 0) + 1
+
+    current = dict(original)  # tensor name -> elem type after our rewrite
+    cast_cache: dict[tuple[str, int], str] = {}
+    new_nodes: list[onnx.NodeProto] = []
+    new_inits: list[onnx.TensorProto] = []
+    fp32_nodes: list[str] = []
+    casts = 0
+    clipped: list[str] = []
+
+    def cast_to(name: str, elem: int) -> str:
+        nonlocal casts
+        if not name or current.get(name) == elem or current.get(name) not in FLOAT_TYPES:
+            return name
+        key = (name, elem)
+        if key in cast_cache:
+            return cast_cache[key]
+        suffix = {TensorProto.FLOAT: "fp32", TensorProto.FLOAT16: "fp16", TensorProto.BFLOAT16: "bf16"}[elem]
+        new_name = f"{name}__{suffix}"
+        if name in inits and name not in {i.name for i in graph.input}:
+            array = numpy_helper.to_array(inits[name]).astype(np.float32)
+            if elem == TensorProto.FLOAT16:
+                limit = float(np.finfo(np.float16).max)
+                if np.abs(array).max(initial=0.0) > limit:
+                    clipped.append(name)
+                    array = np.clip(array, -limit, limit)
+                tensor = numpy_helper.from_array(array.astype(np.float16), new_name)
+            elif elem == TensorProto.BFLOAT16:
+                tensor = helper.make_tensor(new_name, TensorProto.BFLOAT16, array.shape,
+                                            array.flatten().tolist())
+            else:
+                tensor = numpy_helper.from_array(array, new_name)
+            new_inits.append(tensor)
+        else:
+            new_nodes.append(helper.make_node("Cast", [name], [new_name], to=elem, name=f"{new_name}_cast"))
+            casts += 1
+        current[new_name] = elem
+        cast_cache[key] = new_name
+        return new_name
+
+    for node in graph.node:
+        schema = _schema(node, opset)
+        if schema is None or _graph_has_subgraphs(node) or node.op_type == "Cast":
+            # opaque (custom ops, control flow) or Cast itself: inputs back to their exported types, outputs as
+            # exported; custom torchtrt_ext ops therefore keep their FP32 math
+            for i, name in enumerate(node.input):
+                if name in original:
+                    node.input[i] = cast_to(name, original[name])
+            if node.domain not in ("", "ai.onnx") or _graph_has_subgraphs(node):
+                fp32_nodes.append(node.name)
+            for name in node.output:
+                if name in original:
+                    current[name] = original[name]
+            new_nodes.append(node)
+            continue
+        ins, outs = _data_positions(node, schema, low)
+        float_in = [i for i in ins if current.get(node.input[i]) in FLOAT_TYPES]
+        if not float_in:
+            for i, name in enumerate(node.input):  # e.g. Shape, Gather of ints: nothing to decide
+                if name in original and current.get(name) != original[name] and i not in ins:
+                    node.input[i] = cast_to(name, original[name])
+            for name in node.output:
+                if name in original:
+                    current[name] = original[name]
+            new_nodes.append(node)
+            continue
+        compute = TensorProto.FLOAT if node.op_type in KEEP_FP32 else low
+        if compute == TensorProto.FLOAT and low != TensorProto.FLOAT:
+            fp32_nodes.append(node.name)
+        for i, name in enumerate(node.input):
+            if i in ins:
+                node.input[i] = cast_to(name, compute)
+            elif name in original and current.get(name) != original[name]:
+                node.input[i] = cast_to(name, original[name])
+        for j, name in enumerate(node.output):
+            if j in outs and original.get(name, TensorProto.FLOAT) in FLOAT_TYPES:
+                current[name] = compute
+            elif name in original:
+                current[name] = original[name]
+        new_nodes.append(node)
+
+    # graph outputs keep their exported types: rename the producer's tensor and cast back into the declared name
+    for output in graph.output:
+        declared = output.type.tensor_type.elem_type
+        if declared in FLOAT_TYPES and current.get(output.name) not in (None, declared):
+            inner = f"{output.name}__{'fp16' if current[output.name] == TensorProto.FLOAT16 else 'lowp'}"
+            for node in new_nodes:
+                for k, name in enumerate(node.output):
+                    if name == output.name:
+                        node.output[k] = inner
+                for k, name in enumerate(node.input):
+                    if name == output.name:
+                        node.input[k] = inner
+            new_nodes.append(helper.make_node("Cast", [inner], [output.name], to=declared,
+                                              name=f"{output.name}_output_cast"))
+            casts += 1
+
+    del graph.node[:]
+    graph.node.extend(new_nodes)
+    graph.initializer.extend(new_inits)
+    del graph.value_info[:]  # stale types; TensorRT and shape inference recompute them
+    used = {name for n in graph.node for name in n.input}
+    kept = [i for i in graph.initializer if i.name in used or i.name in {o.name for o in graph.output}]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    if clipped:
+        log.warning("precision=%s: initializers %s exceed the FP16 range and were clipped", precision, clipped[:10])
+    log.info("precision=%s: %d cast(s) added, %d node(s) kept in FP32", precision, casts, len(fp32_nodes))
+    return PrecisionResult(out, precision, fp32_nodes, casts)
