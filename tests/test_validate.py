@@ -1,0 +1,166 @@
+"""validate(): shape check first, errors per named output, tolerances by precision, ONNX through onnxruntime, and a
+deliberately wrong op caught with the right output named."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import torchtrt_ext
+from torchtrt_ext.errors import InvalidInputError
+from torchtrt_ext.ops import Attr, Decomposer, OpSpec, define_op
+from torchtrt_ext.validate import TOLERANCES, OnnxRuntimeModule, ValidationFailedError, validate
+
+
+class Head(torch.nn.Module):
+    """Conv then an L2Norm head; returns a dict like a detector does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.norm = torchtrt_ext.nn.L2Norm(dim=1)
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        feat = self.conv(x)
+        return {"features": self.norm(feat), "scores": feat.mean(dim=(2, 3))}
+
+
+def _shifted(offset: float, key: str = "scores"):
+    model = Head()
+
+    def candidate(x: torch.Tensor) -> dict[str, torch.Tensor]:
+        out = model(x)
+        return {**out, key: out[key] + offset}
+    return model, candidate
+
+
+def test_identical_models_pass_with_zero_error() -> None:
+    model = Head()
+    report = validate(model, model, (torch.randn(2, 3, 8, 8),))
+    assert report.passed and report.trials == 3 and report.precision == "fp32"
+    assert [o.name for o in report.outputs] == ["features", "scores"]
+    for o in report.outputs:
+        assert o.max_abs_diff == 0 and o.min_atol == 0 and o.cosine == pytest.approx(1.0)
+    assert "PASS" in report.to_table() and "features" in report.to_table()
+    data = json.loads(json.dumps(report.to_json()))
+    assert data["passed"] is True and data["outputs"][1]["name"] == "scores"
+
+
+def test_mismatch_names_the_output_and_the_min_atol() -> None:
+    model, candidate = _shifted(0.05)
+    report = validate(model, candidate, torch.randn(1, 3, 8, 8), rtol=0.0)
+    assert not report.passed and report.failed_outputs == ["scores"]
+    scores = report.outputs[1]
+    assert scores.max_abs_diff == pytest.approx(0.05, rel=1e-5) and scores.min_atol == pytest.approx(0.05, rel=1e-5)
+    assert "max abs diff 0.05 > atol 0.0001" in scores.reason
+    assert "FAIL" in report.to_table()
+    with pytest.raises(ValidationFailedError, match="scores: max abs diff"):
+        report.check()
+    assert validate(model, candidate, torch.randn(1, 3, 8, 8), atol=0.06, rtol=0.0).passed
+
+
+def test_shape_is_checked_first() -> None:
+    def candidate(x: torch.Tensor) -> torch.Tensor:
+        return x[:, :2]
+    report = validate(lambda x: x, candidate, torch.randn(2, 3))
+    only = report.outputs[0]
+    assert not report.passed and only.name == "output" and "shape [2, 2] != reference [2, 3]" in only.reason
+    assert only.max_abs_diff is None and only.cosine is None
+
+
+def test_nan_in_candidate_fails() -> None:
+    def candidate(x: torch.Tensor) -> torch.Tensor:
+        return x.clone().index_fill_(1, torch.tensor([0]), float("nan"))
+    report = validate(lambda x: x, candidate, torch.randn(2, 3), trials=1)
+    assert not report.passed and "2 more NaN than the reference" in report.outputs[0].reason
+    assert json.dumps(report.to_json(), allow_nan=False)  # no NaN leaks into the JSON
+
+
+def test_precision_defaults() -> None:
+    assert TOLERANCES["fp16"] == (1e-2, 0.0)
+    model = Head()
+    half = Head().half()
+    x = torch.randn(2, 3, 16, 16)
+    report = validate(model, lambda t: half(t.half()), (x,))
+    assert report.precision == "fp16" and report.atol == 1e-2, report.to_table()
+    assert report.passed, report.to_table()
+    strict = validate(model, lambda t: half(t.half()), (x,), precision="fp32")
+    assert not strict.passed and (strict.atol, strict.rtol) == TOLERANCES["fp32"]
+
+
+def test_candidate_errors_are_reported_not_raised() -> None:
+    def broken(x: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("engine exploded")
+    report = validate(lambda x: x, broken, torch.randn(2))
+    assert not report.passed and report.error == "candidate raised RuntimeError: engine exploded"
+    fewer = validate(lambda x: (x, x), lambda x: x, torch.randn(2))
+    assert not fewer.passed and "returned 1 output(s), the reference 2" in fewer.error
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"trials": 0}, r"trials=0\. Expected: an int >= 1"),
+    ({"precision": "fp8"}, r"precision='fp8' is unknown\. Expected: one of \('fp32', 'fp16', 'bf16'\)"),
+    ({"atol": -1.0}, r"atol=-1.0\. Expected: a finite number >= 0"),
+])
+def test_bad_arguments(kwargs: dict, match: str) -> None:
+    with pytest.raises(InvalidInputError, match=match):
+        validate(lambda x: x, lambda x: x, torch.randn(2), **kwargs)
+
+
+def test_inputs_none_without_shapes_says_what_to_pass() -> None:
+    with pytest.raises(InvalidInputError, match="pass inputs=\\(x,\\)"):
+        validate(lambda x: x, lambda x: x)
+
+
+def test_export_validated_on_onnxruntime(tmp_path) -> None:
+    pytest.importorskip("onnxruntime")
+    model = Head().eval()
+    path = tmp_path / "head.onnx"
+    torchtrt_ext.export_onnx(model, (torch.randn(2, 3, 8, 8),), path)
+    report = validate(model, path)  # shapes from the ONNX graph (dynamic batch -> 1), custom nodes decomposed
+    assert report.passed, report.to_table()
+    assert report.candidate == "head.onnx (onnxruntime)" and [o.name for o in report.outputs] == ["features", "scores"]
+    assert report.outputs[0].ref_shape == (1, 8, 8, 8)
+    runner = OnnxRuntimeModule(path)
+    assert runner.output_names == ["features", "scores"] and len(runner(torch.randn(3, 3, 8, 8))) == 2
+
+
+# A deliberately wrong op: its decomposition (what ONNX runtimes and TensorRT run) differs from its eager math in the
+# second output only. validate must fail, naming that output and no other.
+def _wrong_eager(x: torch.Tensor, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    return x * scale, torch.tanh(x)
+
+
+def _wrong_shapes(shapes: list, dtypes: list, scale: float) -> list:
+    return [(shapes[0], dtypes[0]), (shapes[0], dtypes[0])]
+
+
+def _wrong_decompose(d: Decomposer, inputs: list[str], outputs: list[str], scale: float) -> None:
+    d.op("Mul", inputs[0], d.op("CastLike", d.const(scale), inputs[0]), out=outputs[0])
+    d.op("Sigmoid", inputs[0], out=outputs[1])  # the bug: sigmoid is not tanh
+
+
+SCALE_AND_SQUASH = define_op(OpSpec(
+    name="TestWrongSquash", inputs=("x",), outputs=("scaled", "squashed"),
+    attrs=(Attr("scale", "float", default=2.0),), eager=_wrong_eager, shape_rule=_wrong_shapes,
+    decompose=_wrong_decompose, doc="(x * scale, tanh(x)), decomposed wrongly on purpose"))
+
+
+class UsesWrongOp(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        scaled, squashed = SCALE_AND_SQUASH(x, scale=3.0)
+        return {"scaled": scaled, "squashed": squashed}
+
+
+def test_wrong_decomposition_is_caught_and_named() -> None:
+    pytest.importorskip("onnxruntime")
+    model = UsesWrongOp().eval()
+    onnx_model = torchtrt_ext.export_onnx(model, (torch.randn(4, 6),))
+    report = validate(model, onnx_model)
+    assert not report.passed
+    assert report.failed_outputs == ["squashed"], report.to_table()
+    by_name = {o.name: o for o in report.outputs}
+    assert by_name["scaled"].passed and by_name["squashed"].max_abs_diff > 0.1
+    assert "squashed" in report.to_table() and "FAIL: max abs diff" in report.to_table()

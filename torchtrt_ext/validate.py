@@ -1,0 +1,529 @@
+"""``validate``: run a reference model and a compiled candidate on the same inputs and report, per output, how close
+they are.
+
+Per output (outputs are matched through pytree flattening and named like the exporter names them: ``output`` for
+one tensor, the keys of a returned dict, else ``output_<i>``), in this order:
+
+1. **shape**: a shape mismatch fails the output and stops its comparison;
+2. **non-finite values**: a NaN or inf in one and not at the same place in the other fails the output
+   (DESIGN.md §7: NaN outputs usually mean a plugin was fed FP16 it does not handle);
+3. **errors**, computed in float64: max abs diff, max rel diff (``|got - ref| / |ref|`` over elements where
+   ``ref != 0``), cosine similarity of the flattened outputs, and ``min_atol``, the smallest ``atol`` for which
+   every element satisfies ``|got - ref| <= atol + rtol * |ref|`` at the report's ``rtol``. The output passes when
+   ``min_atol <= atol``. Integer and bool outputs must match exactly.
+
+Default tolerances by precision (``precision=None``: from the candidate's build settings where it has them, else from
+the lowest-precision floating dtype among the two outputs)::
+
+    precision   atol    rtol    why
+    fp32        1e-4    1e-3    TensorRT runs FP32 convolutions and matmuls in TF32 unless told otherwise
+    fp16        1e-2    0       the usual bar: max abs diff < 1e-2 (DESIGN.md §6)
+    bf16        5e-2    1e-2    8 mantissa bits: one ulp at 1.0 is 7.8e-3
+    exact       0       0       integer and bool outputs
+
+``inputs``: a tensor or a tuple of tensors (trial 0 uses them as given; later trials use fresh random tensors of the
+same shapes, dtypes and devices: ``randn`` for floats, integers drawn from the example's own value range, random
+bools), or None to take the shapes from the candidate or the reference (an ONNX model's graph inputs with dynamic
+dims set to 1, or a TRTModule's engine metadata at its first profile's opt shape).
+
+Candidates and references can be any callable on torch tensors, a ``TRTModule``, or an ONNX model (``ModelProto`` or
+path), which runs on onnxruntime (CPU by default) after its torchtrt_ext custom nodes are decomposed into standard
+ONNX ops — so a CPU-only user can validate an export.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from torchtrt_ext.errors import InvalidInputError, MissingDependencyError, TorchTRTExtError, failure
+
+#: precision -> (atol, rtol); see the module docstring for the reasons.
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "fp32": (1e-4, 1e-3),
+    "fp16": (1e-2, 0.0),
+    "bf16": (5e-2, 1e-2),
+    "exact": (0.0, 0.0),
+}
+PRECISIONS = ("fp32", "fp16", "bf16")
+_DTYPE_PRECISION = {torch.float16: "fp16", torch.bfloat16: "bf16"}
+_ORT_HINT = "pip install 'torchtrt_ext[dev]' (or: pip install onnxruntime)"
+
+
+class ValidationFailedError(TorchTRTExtError, AssertionError):
+    """Raised by ``ValidationReport.check()`` when an output is out of tolerance."""
+
+
+# ------------------------------------------------------------------------------------------------ the report
+@dataclasses.dataclass(frozen=True)
+class OutputComparison:
+    """How one output of the candidate compares with the reference, worst case over all trials."""
+
+    name: str
+    ref_shape: tuple[int, ...]
+    got_shape: tuple[int, ...] | None
+    ref_dtype: str
+    got_dtype: str | None
+    atol: float
+    rtol: float
+    passed: bool
+    reason: str = ""  # why it failed ("" when it passed)
+    max_abs_diff: float | None = None
+    max_rel_diff: float | None = None
+    cosine: float | None = None
+    min_atol: float | None = None  # the smallest atol that would pass at this rtol
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["ref_shape"] = list(self.ref_shape)
+        data["got_shape"] = None if self.got_shape is None else list(self.got_shape)
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in data.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class ValidationReport:
+    """The result of ``validate``: one ``OutputComparison`` per reference output."""
+
+    outputs: tuple[OutputComparison, ...]
+    precision: str
+    atol: float
+    rtol: float
+    trials: int
+    reference: str
+    candidate: str
+    error: str = ""  # a failure that is not about one output (the candidate raised, output count differs)
+
+    @property
+    def passed(self) -> bool:
+        return not self.error and all(o.passed for o in self.outputs)
+
+    @property
+    def failed_outputs(self) -> list[str]:
+        return [o.name for o in self.outputs if not o.passed]
+
+    def check(self) -> ValidationReport:
+        """Return self when every output passed; raise ``ValidationFailedError`` naming the failures otherwise."""
+        if not self.passed:
+            what = self.error or "; ".join(f"{o.name}: {o.reason}" for o in self.outputs if not o.passed)
+            raise ValidationFailedError(failure(
+                f"{self.candidate} does not match {self.reference} ({what})",
+                f"every output within atol={self.atol:g}, rtol={self.rtol:g} ({self.precision})",
+                "compare in FP32 first (precision='fp32'); if FP32 passes and FP16 fails, keep the failing part in "
+                "FP32; NaN outputs mean a plugin was fed a precision it does not handle"))
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        return {"passed": self.passed, "precision": self.precision, "atol": self.atol, "rtol": self.rtol,
+                "trials": self.trials, "reference": self.reference, "candidate": self.candidate,
+                "error": self.error or None, "outputs": [o.to_json() for o in self.outputs]}
+
+    def to_table(self) -> str:
+        verdict = "PASS" if self.passed else "FAIL"
+        head = (f"validate {self.candidate} against {self.reference}: {verdict} "
+                f"({self.precision}: atol={self.atol:g}, rtol={self.rtol:g}; {self.trials} trial(s))")
+        rows = [[o.name, _shape_cell(o), _num(o.max_abs_diff), _num(o.max_rel_diff), _num(o.cosine, ".6f"),
+                 _num(o.min_atol), "pass" if o.passed else f"FAIL: {o.reason}"] for o in self.outputs]
+        table = format_table(["output", "shape", "max abs", "max rel", "cosine", "min atol", "result"], rows)
+        return "\n".join([head, table] + ([f"error: {self.error}"] if self.error else []))
+
+    def __str__(self) -> str:
+        return self.to_table()
+
+
+def _shape_cell(o: OutputComparison) -> str:
+    ref = "x".join(map(str, o.ref_shape)) or "scalar"
+    if o.got_shape is None or o.got_shape == o.ref_shape:
+        return ref
+    return f"{'x'.join(map(str, o.got_shape)) or 'scalar'} (ref {ref})"
+
+
+def _num(value: float | None, fmt: str = ".3g") -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A plain-text table with aligned columns (shared by the validation and benchmark reports)."""
+    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows)] if rows else [len(h) for h in headers]
+    line = "  ".join("-" * w for w in widths)
+    out = ["  ".join(str(h).ljust(w) for h, w in zip(headers, widths)).rstrip(), line]
+    out += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------------------- ONNX as a callable
+class OnnxRuntimeModule:
+    """Make an ONNX model callable on torch tensors through onnxruntime.
+
+    torchtrt_ext custom nodes are decomposed into standard ONNX ops first (``passes.decompose_custom_ops``), so any
+    onnxruntime runs it. Outputs come back as torch tensors on the device of the first input; one output is returned
+    as a tensor, several as a tuple (the order of the graph outputs, named in ``output_names``).
+
+    Args:
+        model: an ``onnx.ModelProto`` or the path of an .onnx file.
+        providers: onnxruntime execution providers. Default: None (``["CPUExecutionProvider"]``).
+    """
+
+    def __init__(self, model: Any, providers: Sequence[str] | None = None) -> None:
+        import onnx
+
+        from torchtrt_ext.passes import decompose_custom_ops
+
+        if isinstance(model, (str, os.PathLike)):
+            path = Path(model)
+            if not path.is_file():
+                raise InvalidInputError(failure(f"ONNX file {path} does not exist", "the path of an .onnx file",
+                                                "check the path (export one with torchtrt_ext.export_onnx)"))
+            try:
+                model = onnx.load(os.fspath(path))
+            except Exception as exc:  # noqa: BLE001 - onnx raises DecodeError and friends
+                raise InvalidInputError(failure(f"{path} is not an ONNX model ({type(exc).__name__})",
+                                                "an .onnx file", "check the path")) from None
+            self.source = path.name
+        elif isinstance(model, onnx.ModelProto):
+            self.source = model.graph.name or "onnx model"
+        else:
+            raise InvalidInputError(failure(f"OnnxRuntimeModule got a {type(model).__name__}",
+                                            "an onnx.ModelProto or an .onnx path", "pass the exported model"))
+        ort = _import_onnxruntime()
+        if any(n.domain not in ("", "ai.onnx") for n in model.graph.node):
+            model = decompose_custom_ops(model)
+        self.model = model
+        self.providers = list(providers or ["CPUExecutionProvider"])
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        self.session = ort.InferenceSession(model.SerializeToString(), options, providers=self.providers)
+        self.input_names = [i.name for i in self.session.get_inputs()]
+        self.output_names = [o.name for o in self.session.get_outputs()]
+
+    def input_specs(self) -> list[tuple[str, tuple[int, ...], torch.dtype]]:
+        """(name, shape with dynamic dims set to 1, torch dtype) per graph input."""
+        from torchtrt_ext.ops._spec import torch_dtype
+
+        initializers = {i.name for i in self.model.graph.initializer}
+        specs = []
+        for value in self.model.graph.input:
+            if value.name in initializers:
+                continue
+            tensor = value.type.tensor_type
+            shape = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else 1 for d in tensor.shape.dim)
+            dtype = torch_dtype(tensor.elem_type)
+            if dtype is None:
+                raise InvalidInputError(failure(f"ONNX input {value.name!r} has element type {tensor.elem_type}",
+                                                "a float, int or bool input", "pass inputs explicitly"))
+            specs.append((value.name, shape, dtype))
+        return specs
+
+    def __call__(self, *args: torch.Tensor, **kwargs: torch.Tensor) -> Any:
+        if len(args) > len(self.input_names):
+            raise InvalidInputError(failure(f"{self.source} got {len(args)} inputs", f"at most {self.input_names}",
+                                            "pass one tensor per graph input"))
+        feeds = dict(zip(self.input_names, args))
+        feeds.update(kwargs)
+        missing = [n for n in self.input_names if n not in feeds]
+        if missing:
+            raise InvalidInputError(failure(f"{self.source}: inputs {missing} were not given",
+                                            f"inputs {self.input_names}", "pass one tensor per graph input"))
+        device = next((t.device for t in feeds.values() if isinstance(t, torch.Tensor)), torch.device("cpu"))
+        arrays = {k: v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else v for k, v in feeds.items()}
+        outs = [torch.from_numpy(o).to(device) for o in self.session.run(None, arrays)]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def __repr__(self) -> str:
+        return f"OnnxRuntimeModule({self.source}, providers={self.providers})"
+
+
+def _import_onnxruntime() -> Any:
+    try:
+        return importlib.import_module("onnxruntime")
+    except ImportError:
+        raise MissingDependencyError(failure("onnxruntime is not installed", "onnxruntime >= 1.20",
+                                             _ORT_HINT)) from None
+
+
+def as_callable(obj: Any) -> Callable[..., Any]:
+    """Anything ``validate`` and ``benchmark`` accept, as a callable on torch tensors.
+
+    ONNX models (``ModelProto``, or a path ending in .onnx) become ``OnnxRuntimeModule``; callables are returned
+    as they are.
+    """
+    try:
+        import onnx
+        is_onnx = isinstance(obj, onnx.ModelProto)
+    except ImportError:  # pragma: no cover - onnx is a hard dependency
+        is_onnx = False
+    if is_onnx or (isinstance(obj, (str, os.PathLike)) and str(obj).endswith(".onnx")):
+        return OnnxRuntimeModule(obj)
+    if callable(obj):
+        return obj
+    raise InvalidInputError(failure(f"cannot run a {type(obj).__name__}",
+                                    "a callable on torch tensors, a TRTModule, or an ONNX model or .onnx path",
+                                    "pass the model itself"))
+
+
+def describe(obj: Any) -> str:
+    """A short name for reports: the ONNX file name, the module class, or the function name."""
+    if isinstance(obj, OnnxRuntimeModule):
+        return f"{obj.source} (onnxruntime)"
+    if isinstance(obj, (str, os.PathLike)):
+        return Path(obj).name
+    if isinstance(obj, torch.nn.Module):
+        return type(obj).__name__
+    return getattr(obj, "__name__", type(obj).__name__)
+
+
+# ---------------------------------------------------------------------------------------------------- inputs
+InputSpec = tuple[tuple[int, ...], torch.dtype, torch.device]
+
+
+def _as_tuple(inputs: Any) -> tuple[torch.Tensor, ...]:
+    if isinstance(inputs, torch.Tensor):
+        return (inputs,)
+    if isinstance(inputs, (list, tuple)) and all(isinstance(t, torch.Tensor) for t in inputs):
+        return tuple(inputs)
+    raise InvalidInputError(failure(f"inputs is a {type(inputs).__name__}", "a tensor or a tuple of tensors",
+                                    "pass example inputs like (x,) or None to derive them from the model"))
+
+
+def input_specs_of(obj: Any) -> list[tuple[tuple[int, ...], torch.dtype]] | None:
+    """Input shapes and dtypes an object declares: an ONNX model's graph inputs or a TRTModule's engine metadata."""
+    if isinstance(obj, OnnxRuntimeModule):
+        return [(shape, dtype) for _, shape, dtype in obj.input_specs()]
+    metadata = getattr(obj, "metadata", None) or getattr(getattr(obj, "engine", None), "metadata", None)
+    if metadata is not None and getattr(metadata, "inputs", None):
+        profile = metadata.profiles[0] if getattr(metadata, "profiles", None) else {}
+        specs = []
+        for info in metadata.inputs:
+            shape = tuple(profile[info.name].opt) if info.name in profile else tuple(max(d, 1) for d in info.shape)
+            specs.append((shape, getattr(torch, info.dtype)))
+        return specs
+    return None
+
+
+def _device_of(obj: Any) -> torch.device:
+    if isinstance(obj, torch.nn.Module):
+        for tensor in list(obj.parameters()) + list(obj.buffers()):
+            return tensor.device
+    if getattr(obj, "metadata", None) is not None or getattr(obj, "engine", None) is not None:
+        return torch.device("cuda")  # an engine runs on the GPU
+    return torch.device("cpu")
+
+
+def random_like(example: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """A random tensor of the example's shape, dtype and device (floats ~ N(0, 1); ints in the example's range)."""
+    shape, dtype = example.shape, example.dtype
+    if dtype.is_floating_point or dtype.is_complex:
+        out = torch.randn(shape, generator=generator, dtype=torch.float32)
+    elif dtype == torch.bool:
+        out = torch.rand(shape, generator=generator) < 0.5
+    else:
+        lo, hi = (int(example.min()), int(example.max())) if example.numel() else (0, 1)
+        out = torch.randint(lo, hi + 1, shape, generator=generator, dtype=torch.int64)
+    return out.to(dtype=dtype, device=example.device)
+
+
+def _random(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device,
+            generator: torch.Generator) -> torch.Tensor:
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=generator).to(dtype=dtype, device=device)
+    if dtype == torch.bool:
+        return (torch.rand(shape, generator=generator) < 0.5).to(device)
+    return torch.zeros(shape, dtype=dtype, device=device)  # no example to take a value range from: zeros
+
+
+def _trial_inputs(examples: tuple[torch.Tensor, ...], trials: int, seed: int) -> list[tuple[torch.Tensor, ...]]:
+    sets = [examples]
+    for trial in range(1, trials):
+        generator = torch.Generator().manual_seed(seed + trial)
+        sets.append(tuple(random_like(t, generator) for t in examples))
+    return sets
+
+
+def _examples_from(model: Any, compiled: Any, seed: int) -> tuple[torch.Tensor, ...]:
+    for source in (compiled, model):
+        specs = input_specs_of(source)
+        if specs is not None:
+            device = _device_of(model) if isinstance(model, torch.nn.Module) else _device_of(compiled)
+            generator = torch.Generator().manual_seed(seed)
+            return tuple(_random(shape, dtype, device, generator) for shape, dtype in specs)
+    raise InvalidInputError(failure("validate(inputs=None) cannot tell the input shapes: neither the reference nor "
+                                    "the candidate is an ONNX model or an engine", "example inputs",
+                                    "pass inputs=(x,) with one tensor per model input"))
+
+
+# --------------------------------------------------------------------------------------------------- outputs
+def flatten_outputs(outputs: Any) -> list[tuple[str, torch.Tensor]]:
+    """(name, tensor) per leaf: 'output' for one tensor, dict keys (joined by '.' when nested), else output_<i>."""
+    if isinstance(outputs, torch.Tensor):
+        return [("output", outputs)]
+    leaves, _ = torch.utils._pytree.tree_flatten_with_path(outputs)
+    named = []
+    for i, (path, leaf) in enumerate(leaves):
+        keys = [getattr(k, "key", None) for k in path]
+        name = ".".join(str(k) for k in keys) if keys and all(k is not None for k in keys) else f"output_{i}"
+        named.append((name, leaf))
+    return named
+
+
+def default_tolerance(precision: str) -> tuple[float, float]:
+    """(atol, rtol) for a precision name; see TOLERANCES."""
+    if precision not in TOLERANCES:
+        raise InvalidInputError(failure(f"precision={precision!r} is unknown", f"one of {PRECISIONS}",
+                                        "pass precision='fp32', 'fp16' or 'bf16', or atol=/rtol= explicitly"))
+    return TOLERANCES[precision]
+
+
+def _precision_of(compiled: Any, pairs: list[tuple[torch.Tensor, Any]]) -> str:
+    for holder in (compiled, getattr(compiled, "engine", None)):
+        value = getattr(holder, "precision", None)
+        if value in PRECISIONS:
+            return str(value)
+        metadata = getattr(holder, "metadata", None)
+        build = getattr(metadata, "build", None)
+        if isinstance(build, Mapping) and build.get("precision") in PRECISIONS:
+            return str(build["precision"])
+    found = {_DTYPE_PRECISION.get(t.dtype) for ref, got in pairs for t in (ref, got) if isinstance(t, torch.Tensor)}
+    return "bf16" if "bf16" in found else "fp16" if "fp16" in found else "fp32"
+
+
+@dataclasses.dataclass
+class _Worst:
+    """Running worst case over trials for one output."""
+
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    cosine: float = 1.0
+    min_atol: float = 0.0
+    reason: str = ""
+    got_shape: tuple[int, ...] | None = None
+    got_dtype: str | None = None
+
+
+def _compare(ref: torch.Tensor, got: Any, atol: float, rtol: float, worst: _Worst) -> None:
+    if not isinstance(got, torch.Tensor):
+        worst.reason = worst.reason or f"candidate returned a {type(got).__name__}, not a tensor"
+        return
+    worst.got_shape, worst.got_dtype = tuple(got.shape), str(got.dtype).replace("torch.", "")
+    if tuple(got.shape) != tuple(ref.shape):
+        worst.reason = worst.reason or f"shape {list(got.shape)} != reference {list(ref.shape)}"
+        return
+    exact = not (ref.dtype.is_floating_point or ref.dtype.is_complex)
+    r, g = ref.detach().cpu().double(), got.detach().cpu().double()
+    r_bad, g_bad = ~torch.isfinite(r), ~torch.isfinite(g)
+    if r_bad.any() or g_bad.any():
+        same = torch.equal(r_bad, g_bad) and torch.equal(r[r_bad], g[g_bad])
+        if not same:
+            nan = int(torch.isnan(g).sum()) - int(torch.isnan(r).sum())
+            what = f"{nan} more NaN than the reference" if nan > 0 else "non-finite values differ from the reference"
+            worst.reason = worst.reason or what
+        r, g = r.masked_fill(r_bad, 0.0), g.masked_fill(g_bad, 0.0)
+    diff = (g - r).abs()
+    if diff.numel() == 0:
+        return
+    nonzero = r != 0
+    max_rel = float((diff[nonzero] / r[nonzero].abs()).max()) if nonzero.any() else 0.0
+    denom = float(r.norm() * g.norm())
+    cosine = float((r.flatten() @ g.flatten()) / denom) if denom > 0 else (1.0 if float(diff.max()) == 0 else 0.0)
+    need = float((diff - (0.0 if exact else rtol) * r.abs()).clamp_min(0).max())
+    worst.max_abs = max(worst.max_abs, float(diff.max()))
+    worst.max_rel = max(worst.max_rel, max_rel)
+    worst.cosine = min(worst.cosine, cosine)
+    worst.min_atol = max(worst.min_atol, need)
+    limit = 0.0 if exact else atol
+    if need > limit and not worst.reason:
+        worst.reason = f"max abs diff {worst.max_abs:.3g} > atol {limit:g}" + (f" + rtol {rtol:g}*|ref|" if rtol and
+                                                                               not exact else "")
+
+
+def _run(fn: Callable[..., Any], inputs: tuple[torch.Tensor, ...]) -> Any:
+    with torch.no_grad():
+        return fn(*(t.clone() for t in inputs))
+
+
+# ------------------------------------------------------------------------------------------------ validate()
+def validate(model: Any, compiled: Any, inputs: Any = None, *, trials: int = 3, atol: float | None = None,
+             rtol: float | None = None, precision: str | None = None, seed: int = 0) -> ValidationReport:
+    """Compare ``compiled`` with the reference ``model`` on the same inputs; return a report (it does not raise on
+    a mismatch: call ``.check()`` for that).
+
+    Args:
+        model: the reference: a callable on tensors (the PyTorch model), or an ONNX model / .onnx path.
+        compiled: the candidate: a TRTModule, an ONNX model / .onnx path (run by onnxruntime), or any callable.
+        inputs: a tensor or tuple of tensors used by trial 0 and as the template of later trials' random inputs;
+            None derives shapes from an ONNX or engine candidate (or reference). Default: None.
+        trials: number of input sets (>= 1). Default: 3.
+        atol: absolute tolerance. Default: None (by precision, see ``TOLERANCES``).
+        rtol: relative tolerance. Default: None (by precision).
+        precision: "fp32", "fp16" or "bf16", choosing the default tolerances. Default: None (the candidate's build
+            precision where known, else the lowest output precision).
+        seed: seed of the random inputs. Default: 0.
+
+    Raises:
+        InvalidInputError: bad arguments, or inputs=None with nothing that declares input shapes.
+        MissingDependencyError: an ONNX model is given and onnxruntime is not installed.
+    """
+    if not isinstance(trials, int) or trials < 1:
+        raise InvalidInputError(failure(f"trials={trials!r}", "an int >= 1", "pass trials=3"))
+    for label, value in (("atol", atol), ("rtol", rtol)):
+        if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+            raise InvalidInputError(failure(f"{label}={value!r}", "a finite number >= 0", f"pass {label}=1e-3"))
+    if precision is not None:
+        default_tolerance(precision)
+    reference, candidate = as_callable(model), as_callable(compiled)
+    examples = _as_tuple(inputs) if inputs is not None else _examples_from(reference, candidate, seed)
+    names = (describe(model if not isinstance(reference, OnnxRuntimeModule) else reference),
+             describe(compiled if not isinstance(candidate, OnnxRuntimeModule) else candidate))
+
+    runs: list[tuple[list[tuple[str, torch.Tensor]], Any]] = []
+    error = ""
+    for trial_inputs in _trial_inputs(examples, trials, seed):
+        ref_out = flatten_outputs(_run(reference, trial_inputs))
+        try:
+            got_out = _run(candidate, trial_inputs)
+        except TorchTRTExtError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported: a candidate that raises fails validation
+            error = f"candidate raised {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}"
+            runs.append((ref_out, None))
+            break
+        got_leaves = [t for _, t in flatten_outputs(got_out)]
+        if len(got_leaves) != len(ref_out):
+            error = (f"candidate returned {len(got_leaves)} output(s), the reference {len(ref_out)} "
+                     f"({[n for n, _ in ref_out]})")
+        runs.append((ref_out, got_leaves))
+
+    first_ref = runs[0][0]
+    pairs = [(r, g) for ref_out, got in runs if got for (_, r), g in zip(ref_out, got)]
+    precision = precision or _precision_of(compiled if not isinstance(candidate, OnnxRuntimeModule) else candidate,
+                                           pairs)
+    d_atol, d_rtol = default_tolerance(precision)
+    atol = d_atol if atol is None else float(atol)
+    rtol = d_rtol if rtol is None else float(rtol)
+
+    results = []
+    for index, (name, ref0) in enumerate(first_ref):
+        worst = _Worst()
+        compared = False
+        for ref_out, got in runs:
+            if got is None or index >= len(got):
+                continue
+            compared = True
+            _compare(ref_out[index][1], got[index], atol, rtol, worst)
+        exact = not (ref0.dtype.is_floating_point or ref0.dtype.is_complex)
+        if not compared:
+            worst.reason = "not produced by the candidate"
+        measured = compared and worst.got_shape == tuple(ref0.shape)
+        results.append(OutputComparison(
+            name=name, ref_shape=tuple(ref0.shape), got_shape=worst.got_shape,
+            ref_dtype=str(ref0.dtype).replace("torch.", ""), got_dtype=worst.got_dtype,
+            atol=0.0 if exact else atol, rtol=0.0 if exact else rtol, passed=not worst.reason, reason=worst.reason,
+            max_abs_diff=worst.max_abs if measured else None, max_rel_diff=worst.max_rel if measured else None,
+            cosine=worst.cosine if measured else None, min_atol=worst.min_atol if measured else None))
+    return ValidationReport(outputs=tuple(results), precision=precision, atol=atol, rtol=rtol, trials=len(runs),
+                            reference=names[0], candidate=names[1], error=error)
+
