@@ -48,7 +48,7 @@ def test_eager_and_autograd() -> None:
 @pytest.mark.parametrize("exporter", ["legacy", "dynamo"])
 def test_both_exports_and_decomposition(exporter: str) -> None:
     a, b = torch.randn(2, 5), torch.randn(2, 5)
-    model = torchtrt_ext.export_onnx(UsesIt(), (a, b), exporter=exporter)
+    model = torchtrt_ext.export_onnx(UsesIt().eval(), (a, b), exporter=exporter)
     custom = [n for n in model.graph.node if n.domain == "torchtrt_ext"]
     assert [n.op_type for n in custom] == ["TestAxpyProd"] and len(custom[0].output) == 2
     attrs = {x.name: onnx.helper.get_attribute_value(x) for x in custom[0].attribute}
