@@ -1,0 +1,178 @@
+"""build_engine on TensorRT-RTX: real serialized engines on a CPU-only machine, the plugin guard, parser errors."""
+from __future__ import annotations
+
+import importlib.util
+import logging
+from pathlib import Path
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from tests.backend.conftest import raw_custom_graph
+from torchtrt_ext.backend import Engine, build_engine, load_backend
+from torchtrt_ext.backend.plugins import assert_plugin_free, non_standard_nodes
+from torchtrt_ext.errors import BuildError, InvalidInputError, MissingDependencyError
+
+TWO_PROFILES = [{"x": ((1, 3, 8, 8), (2, 3, 8, 8), (4, 3, 8, 8))},
+                {"x": ((5, 3, 8, 8), (8, 3, 8, 8), (16, 3, 8, 8))}]
+
+
+def test_conv_dynamic_batch_two_profiles_builds_a_real_engine(rtx: str, conv_onnx: onnx.ModelProto,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    engine = build_engine(conv_onnx, backend=rtx, profiles=TWO_PROFILES, progress=True)
+    assert isinstance(engine, Engine)
+    assert len(engine.plan) > 10_000  # a real serialized plan, not a placeholder
+    meta = engine.metadata
+    assert [(t.name, t.dtype, t.shape) for t in meta.inputs] == [("x", "float32", (-1, 3, 8, 8))]
+    assert [(t.dtype, t.shape) for t in meta.outputs] == [("float32", (-1, 4, 8, 8))]
+    assert [p["x"].max for p in meta.profiles] == [(4, 3, 8, 8), (16, 3, 8, 8)]
+    assert meta.backend == "tensorrt_rtx" and meta.trt_version == load_backend(rtx).version
+    assert meta.plugin_mode == "none" and meta.plugins == ()
+    assert meta.build["precision"] == "fp32"
+    assert "[torchtrt_ext] Building engine" in capsys.readouterr().err  # IProgressMonitor lines
+
+
+def test_l2norm_through_decompose_builds_a_real_engine(rtx: str, l2norm_onnx: onnx.ModelProto) -> None:
+    engine = build_engine(l2norm_onnx, backend=rtx, plugins="decompose", progress=False)
+    assert len(engine.plan) > 10_000
+    assert engine.metadata.plugin_mode == "decompose"
+    assert engine.metadata.plugins == ()  # nothing to load at run time
+    assert engine.metadata.profiles[0]["x"].max[0] == 32  # default: batch 1..32
+
+
+def test_auto_means_decompose_on_rtx_and_says_so(rtx: str, l2norm_onnx: onnx.ModelProto,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="torchtrt_ext"):
+        engine = build_engine(l2norm_onnx, backend=rtx, plugins="auto", progress=False)
+    assert engine.metadata.plugin_mode == "decompose"
+    assert "plugins='auto' on tensorrt_rtx: using 'decompose'" in caplog.text
+
+
+def test_fp16_build_keeps_the_normalization_in_fp32(rtx: str, l2norm_onnx: onnx.ModelProto) -> None:
+    engine = build_engine(l2norm_onnx, backend=rtx, precision="fp16", plugins="decompose", progress=False)
+    assert engine.metadata.build["precision"] == "fp16"
+    assert [t.dtype for t in engine.metadata.inputs + engine.metadata.outputs] == ["float32", "float32"]
+
+
+@pytest.mark.parametrize("mode", ["cpp", "python"])
+def test_rtx_guard_refuses_plugin_modes_before_the_parser(rtx: str, l2norm_onnx: onnx.ModelProto, mode: str,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    trt = load_backend(rtx).trt
+
+    def parser_must_not_run(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the ONNX parser was reached")
+
+    monkeypatch.setattr(trt, "OnnxParser", parser_must_not_run)
+    with pytest.raises(BuildError, match=rf"plugins='{mode}' cannot be used with backend='tensorrt_rtx'.*"
+                                         r"aborts the whole process.*Remedy: pass plugins='decompose'"):
+        build_engine(l2norm_onnx, backend=rtx, plugins=mode, progress=False)
+
+
+@pytest.mark.parametrize(("domain", "op_type"), [("acme", "MyOp"), ("", "EfficientNMS_TRT")])
+def test_rtx_guard_refuses_a_raw_graph_with_a_non_standard_node(rtx: str, domain: str, op_type: str,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A foreign-domain node, or a standard-domain op ONNX does not define, would reach the plugin importer."""
+    trt = load_backend(rtx).trt
+    monkeypatch.setattr(trt, "OnnxParser", lambda *a: pytest.fail("the ONNX parser was reached"))
+    graph = raw_custom_graph(domain, op_type)
+    with pytest.raises(BuildError, match=rf"refusing to give tensorrt_rtx a graph with 1 non-standard node\(s\): "
+                                         rf"custom0 \({domain or 'ai.onnx'}::{op_type}\)"):
+        build_engine(graph, backend=rtx, progress=False)
+
+
+def test_guard_looks_inside_subgraphs_and_functions(rtx: str) -> None:
+    inner = raw_custom_graph().graph
+    cond = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
+    if_node = helper.make_node("If", ["c"], ["y"], name="branch", then_branch=inner, else_branch=inner)
+    model = helper.make_model(helper.make_graph([if_node], "g", [cond], [y]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    assert [n.name for n in non_standard_nodes(model)] == ["custom0", "custom0"]
+    with pytest.raises(BuildError, match="refusing to give tensorrt_rtx"):
+        assert_plugin_free(model, load_backend(rtx))
+
+
+def test_parser_failure_lists_every_failing_node(rtx: str) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [])
+    nodes = [helper.make_node("Det", ["x"], ["d"], name="det_a"),
+             helper.make_node("Relu", ["x"], ["r"], name="fine"),
+             helper.make_node("Det", ["r"], ["e"], name="det_b"),
+             helper.make_node("Add", ["d", "e"], ["y"], name="sum")]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y]), opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(BuildError) as info:
+        build_engine(model, backend=rtx, progress=False)
+    message = str(info.value)
+    assert "node det_a (Det)" in message and "node det_b (Det)" in message and "fine" not in message
+    assert "Remedy: map the op to supported ops at export, decompose it" in message
+
+
+def test_bad_arguments_fail_before_building(rtx: str, conv_onnx: onnx.ModelProto, l2norm_onnx: onnx.ModelProto,
+                                            tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match="precision='int3' is not supported"):
+        build_engine(conv_onnx, backend=rtx, precision="int3")
+    with pytest.raises(InvalidInputError, match="plugins='magic' is not a plugin mode"):
+        build_engine(conv_onnx, backend=rtx, plugins="magic")
+    with pytest.raises(InvalidInputError, match="embed_plugins=True with plugin mode 'decompose' on tensorrt_rtx"):
+        build_engine(l2norm_onnx, backend=rtx, embed_plugins=True)
+    with pytest.raises(InvalidInputError, match=r"profile 0 names inputs \['y'\] the graph does not have"):
+        build_engine(conv_onnx, backend=rtx, profiles={"y": ((1, 3, 8, 8),) * 3})
+    with pytest.raises(InvalidInputError, match=r"input 'x': dim 2 ranges 8..16.*static size 8"):
+        build_engine(conv_onnx, backend=rtx, profiles={"x": ((1, 3, 8, 8), (1, 3, 8, 8), (1, 3, 16, 8))})
+    with pytest.raises(InvalidInputError, match="ONNX file .* does not exist"):
+        build_engine(tmp_path / "missing.onnx", backend=rtx)
+    with pytest.raises(InvalidInputError, match="backend='tensorrt_llm' is not a known backend"):
+        build_engine(conv_onnx, backend="tensorrt_llm")
+
+
+def test_missing_tensorrt_names_the_pip_extra(conv_onnx: onnx.ModelProto) -> None:
+    try:
+        load_backend("tensorrt")
+    except MissingDependencyError:
+        pass
+    else:
+        pytest.skip("full TensorRT is installed here")
+    with pytest.raises(MissingDependencyError, match=r"pip install 'torchtrt_ext\[trt\]'"):
+        build_engine(conv_onnx, backend="tensorrt")
+
+
+def test_stub_only_tensorrt_is_reported_as_missing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """tensorrt-stubs installs tensorrt/__init__.pyi: `import tensorrt` then gives an empty namespace package."""
+    if importlib.util.find_spec("tensorrt") is not None:
+        pytest.skip("a tensorrt package is importable here")
+    (tmp_path / "tensorrt").mkdir()
+    (tmp_path / "tensorrt" / "__init__.pyi").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    load_backend.cache_clear()
+    try:
+        with pytest.raises(MissingDependencyError, match="only type stubs or a placeholder are installed"):
+            load_backend("tensorrt")
+    finally:
+        load_backend.cache_clear()
+
+
+def test_tensorrt_messages_reach_python_logging(rtx: str, caplog: pytest.LogCaptureFixture) -> None:
+    api = load_backend(rtx)
+    records: list[tuple[str, str]] = []
+    logger = api.make_logger(records)
+    with caplog.at_level(logging.DEBUG, logger="torchtrt_ext"):
+        logger.log(api.trt.ILogger.Severity.WARNING, "layer foo falls back to a slow kernel")
+        logger.log(api.trt.ILogger.Severity.INFO, "just information")
+    assert ("WARNING", "layer foo falls back to a slow kernel") in records
+    levels = {r.getMessage(): r.levelno for r in caplog.records}
+    assert levels["TensorRT: layer foo falls back to a slow kernel"] == logging.WARNING
+    assert levels["TensorRT: just information"] == logging.DEBUG
+
+
+def test_engine_metadata_survives_save_and_load_byte_for_byte(rtx: str, conv_onnx: onnx.ModelProto,
+                                                              tmp_path: Path) -> None:
+    engine = build_engine(conv_onnx, backend=rtx, profiles=TWO_PROFILES, progress=False,
+                          output_tree={"type": "tensor", "index": 0})
+    first = engine.save(tmp_path / "a.engine")
+    loaded = Engine.load(first)
+    assert loaded.metadata == engine.metadata
+    assert loaded.metadata_bytes == engine.metadata_bytes == loaded.metadata.canonical_bytes()
+    assert loaded.plan == engine.plan
+    second = loaded.save(tmp_path / "b.engine")
+    assert first.read_bytes() == second.read_bytes()

@@ -1,0 +1,192 @@
+"""Engine cache: build once per (model, settings, plugin library, GPU, TensorRT version), reuse afterwards.
+
+Key (DESIGN.md §5): the ONNX bytes, the build settings, the plugin library's hash, the GPU's compute capability and
+name, the TensorRT flavour and version (and torchtrt_ext's version, whose passes shape the graph). A file is named
+``<model key>-<machine key>.engine``, so an engine of the same model built for another GPU or TensorRT sits next to
+this one and is reported plainly instead of being loaded.
+
+Folder: ``$TORCHTRT_EXT_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/torchtrt_ext`` (``~/.cache/torchtrt_ext``).
+``TORCHTRT_EXT_CACHE=0`` (or ``off``/``false``/``no``), or ``cache=False``, disables it.
+
+Writes are atomic (temp file + ``os.replace``); builders of one key take a file lock, so two processes building the
+same key build it once and leave one valid file. A corrupted file is logged, deleted and rebuilt, never loaded.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, Union
+
+import onnx
+
+from torchtrt_ext.backend import builder as _builder
+from torchtrt_ext.backend.adapter import load_backend
+from torchtrt_ext.backend.engine import CorruptEngineError, Engine, EngineMetadata, atomic_write, canonical_json
+from torchtrt_ext.backend.plugins import resolve_plugin_mode
+from torchtrt_ext.backend.profiles import ProfileSpec, normalize_profiles
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no inter-process lock, atomic writes still hold
+    fcntl = None  # type: ignore[assignment]
+
+log = logging.getLogger("torchtrt_ext.cache")
+
+ENV_DIR = "TORCHTRT_EXT_CACHE_DIR"
+ENV_SWITCH = "TORCHTRT_EXT_CACHE"
+_OFF = {"0", "off", "false", "no"}
+CacheOption = Union[bool, str, "os.PathLike[str]", None]
+
+
+def default_cache_dir() -> Path | None:
+    """The cache folder from the environment, or None when the environment disables the cache."""
+    if os.environ.get(ENV_SWITCH, "").strip().lower() in _OFF:
+        return None
+    if os.environ.get(ENV_DIR):
+        return Path(os.environ[ENV_DIR]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "torchtrt_ext"
+
+
+def resolve_cache_dir(cache: CacheOption) -> Path | None:
+    """``cache``: True/None -> the default folder (environment rules apply); False -> None; a path -> that path."""
+    if cache is False:
+        return None
+    if cache is True or cache is None:
+        return default_cache_dir()
+    return Path(cache).expanduser()
+
+
+def _sha256(*parts: bytes) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(len(part).to_bytes(8, "little"))
+        digest.update(part)
+    return digest.hexdigest()
+
+
+def machine_fingerprint(backend: str, trt_version: str, gpu_name: str | None, compute_capability: str | None,
+                        plugin_sha256: str | None) -> dict[str, Any]:
+    return {"backend": backend, "trt_version": trt_version, "gpu_name": gpu_name,
+            "compute_capability": compute_capability, "plugin_library_sha256": plugin_sha256}
+
+
+def _machine_of(metadata: EngineMetadata) -> dict[str, Any]:
+    return machine_fingerprint(metadata.backend, metadata.trt_version, metadata.gpu_name,
+                               metadata.compute_capability, metadata.plugin_library_sha256)
+
+
+def _describe(machine: dict[str, Any]) -> str:
+    gpu = (f"{machine['gpu_name']} (compute capability {machine['compute_capability']})"
+           if machine["compute_capability"] else "no GPU")
+    plugins = f", plugin library {machine['plugin_library_sha256'][:12]}" if machine["plugin_library_sha256"] else ""
+    return f"{machine['backend']} {machine['trt_version']} on {gpu}{plugins}"
+
+
+class EngineCache:
+    """A folder of engine files named by key."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+
+    def path_for(self, model_key: str, machine_key: str) -> Path:
+        return self.directory / f"{model_key[:32]}-{machine_key[:16]}.engine"
+
+    @contextlib.contextmanager
+    def locked(self, path: Path) -> Iterator[None]:
+        """Hold an inter-process lock for ``path`` (one builder per key at a time)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if fcntl is None:
+            yield
+            return
+        with open(path.with_suffix(".lock"), "a+b") as handle:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+    def load(self, path: Path, machine: dict[str, Any]) -> Engine | None:
+        """The cached engine at ``path`` if it is valid and fits ``machine``; else None (after saying why)."""
+        if not path.is_file():
+            self._report_other_machines(path, machine)
+            return None
+        try:
+            engine = Engine.load(path)
+        except CorruptEngineError as exc:
+            log.warning("cached engine %s is corrupted (%s); deleting it and rebuilding", path,
+                        str(exc).split(". Expected")[0])
+            with contextlib.suppress(OSError):
+                path.unlink()
+            return None
+        cached = _machine_of(engine.metadata)
+        if cached != machine:
+            log.warning("cached engine %s was built for %s, but this machine has %s; rebuilding for this machine",
+                        path, _describe(cached), _describe(machine))
+            return None
+        log.info("engine cache hit: %s", path)
+        return engine
+
+    def _report_other_machines(self, path: Path, machine: dict[str, Any]) -> None:
+        model_key = path.name.split("-")[0]
+        for other in sorted(self.directory.glob(f"{model_key}-*.engine")):
+            try:
+                cached = _machine_of(Engine.load(other).metadata)
+            except Exception:  # noqa: BLE001 - a sibling we cannot read is just not reported
+                continue
+            log.info("an engine of this model exists for %s (%s), not for this machine (%s); building one",
+                     _describe(cached), other.name, _describe(machine))
+
+    def store(self, path: Path, engine: Engine) -> None:
+        atomic_write(path, engine.to_bytes())
+        log.info("engine cached: %s (%d bytes)", path, len(engine.plan))
+
+
+def cache_keys(model: onnx.ModelProto, settings: dict[str, Any], machine: dict[str, Any]) -> tuple[str, str]:
+    """(model key, machine key): model = ONNX bytes + settings + torchtrt_ext version; machine = GPU, TRT, plugins."""
+    from torchtrt_ext import __version__
+    model_key = _sha256(model.SerializeToString(deterministic=True), canonical_json(settings),
+                        __version__.encode())
+    return model_key, _sha256(canonical_json(machine))
+
+
+def cached_build_engine(onnx_model_or_path: _builder.OnnxSource, *, cache: CacheOption = True,
+                        backend: str = "tensorrt", precision: str = "fp32",
+                        profiles: ProfileSpec | Sequence[ProfileSpec] | None = None, workspace: int | None = None,
+                        plugins: str = "auto", embed_plugins: bool = False, output_tree: dict[str, Any] | None = None,
+                        max_batch: int = _builder.DEFAULT_MAX_BATCH, **build_options: Any) -> Engine:
+    """``build_engine`` through the engine cache (same arguments, plus ``cache``: True, False or a folder).
+
+    ``build_options`` (``timing_cache``, ``progress``) are passed through and do not change the key.
+    """
+    directory = resolve_cache_dir(cache)
+    kwargs: dict[str, Any] = dict(backend=backend, precision=precision, profiles=profiles, workspace=workspace,
+                                  plugins=plugins, embed_plugins=embed_plugins, output_tree=output_tree,
+                                  max_batch=max_batch, **build_options)
+    model = _builder.load_onnx(onnx_model_or_path)
+    if directory is None:
+        return _builder.build_engine(model, **kwargs)
+    api = load_backend(backend)
+    plan = resolve_plugin_mode(plugins, api, model)  # also raises early for impossible combinations
+    normalized = normalize_profiles(profiles)
+    settings = {"backend": backend, "precision": precision, "workspace": workspace, "plugins": plan.mode,
+                "embed_plugins": embed_plugins, "max_batch": max_batch, "output_tree": output_tree,
+                "profiles": None if normalized is None else [p.to_json() for p in normalized]}
+    gpu_name, cc = _builder.current_gpu()
+    machine = machine_fingerprint(backend, api.version, gpu_name, cc, plan.library_sha256)
+    store = EngineCache(directory)
+    path = store.path_for(*cache_keys(model, settings, machine))
+    with store.locked(path):
+        engine = store.load(path, machine)
+        if engine is not None:
+            return engine
+        engine = _builder.build_engine(model, **kwargs)
+        try:
+            store.store(path, engine)
+        except OSError as exc:
+            log.warning("could not write the engine cache %s (%s); continuing without caching", path, exc)
+        return engine
