@@ -24,9 +24,9 @@ Semantics kept, and where they are not:
 
 * An explicit clamp ``max(norm, e)`` (or ``max(sum, e*e)`` under the root) becomes ``eps = e``.
 * No clamp at all (``x / x.norm(...)``): L2Norm needs ``eps > 0``, so the fused node gets ``eps`` = the smallest
-  normal float32 (about 1.18e-38). Every vector whose norm is a normal float32 (every non-zero FP16/BF16 vector,
-  every FP32 vector that is not entirely subnormal) is normalized exactly as before; an all-zero vector gives 0
-  instead of the original 0/0 = NaN. That is the one deliberate difference, and it is the safer output.
+  normal float32 (about 1.18e-38). Every vector whose computed norm is a normal float32 (every non-zero FP16/BF16
+  vector; FP32 vectors unless the sum of squares underflows) is normalized exactly as before; a vector whose norm is 0
+  gives 0 instead of the original 0/0 = NaN (or x/0 = inf). That is the one deliberate difference, the safer output.
   An FP16 ``F.normalize`` exports its default eps 1e-12 rounded to 0 in FP16, so it is this case too.
 * ``x / sqrt(sum(x*x) + e)`` with ``e != 0`` adds eps *inside* the root; that is not ``max(norm, e)`` and
   L2Norm has no attribute for it, so it is left unfused and reported as a near miss.
@@ -35,6 +35,11 @@ Never fused (reported as near misses when the rest of the chain is an L2 normali
 all axes, ``keepdims=0``, an intermediate tensor (norm, clamp, sum, square...) with another consumer or that is a
 graph output, a numerator that is not the normalized tensor, a clamp with an upper bound, an Expand whose target
 cannot be proven to be ``x``'s shape. p != 2 norms (ReduceL1, Pow(x, 3)...) never start a match.
+
+onnx-graphsurgeon finds the patterns; the rewrite is then applied to a copy of the ModelProto (each matched chain
+replaced by its L2Norm node in place, then the constants and shape nodes only it used removed), not by re-exporting
+the gs graph: a gs round trip drops node ``metadata_props`` (the dynamo exporter's source locations), input metadata
+and some value_info, and the issue asks that everything but the fused chains stays exactly as exported.
 """
 from __future__ import annotations
 
@@ -284,6 +289,10 @@ def _dims(tensor: gs.Tensor) -> list | None:
 
 def _expand_keeps_shape(view: _GraphView, node: gs.Node, x: gs.Tensor) -> bool:
     """Whether Expand's target broadcasts to exactly ``x``'s shape (so ``x / Expand(n)`` == ``x / n``)."""
+    shape_of = view.producer(node.inputs[1])
+    if (shape_of is not None and shape_of.op == "Shape" and shape_of.inputs[0] is x
+            and shape_of.attrs.get("start", 0) == 0 and shape_of.attrs.get("end") is None):
+        return True  # Shape(x) itself, whatever x's rank (the legacy exporter's F.normalize)
     target = _shape_symbols(view, node.inputs[1])
     dims = _dims(x)
     if target is None or dims is None or len(target) > len(dims):
@@ -392,15 +401,55 @@ def _normalized_axis(axis: int, x: gs.Tensor) -> int:
     return axis % len(x.shape) if x.shape is not None and axis < 0 else axis
 
 
-def _make_node(match: _Match, name: str, output: gs.Variable) -> gs.Node:
+def _make_node(match: _Match, name: str, output: str) -> onnx.NodeProto:
     """The L2Norm node, built by the op's own spec (attribute names, checks, plugin fields)."""
-    proto = get_op("L2Norm").spec.make_node([match.x.name], [output.name], name=name,
-                                            axis=_normalized_axis(match.axis, match.x), eps=match.eps)
-    attrs = {}
-    for attribute in proto.attribute:
-        value = onnx.helper.get_attribute_value(attribute)
-        attrs[attribute.name] = value.decode() if isinstance(value, bytes) else value
-    return gs.Node(proto.op_type, name=name, attrs=attrs, inputs=[match.x], outputs=[output], domain=proto.domain)
+    return get_op("L2Norm").spec.make_node([match.x.name], [output], name=name,
+                                           axis=_normalized_axis(match.axis, match.x), eps=match.eps)
+
+
+def _used_names(nodes: Iterable[onnx.NodeProto]) -> set[str]:
+    """Every tensor name read by ``nodes`` or by their subgraphs (which may read outer-scope names)."""
+    used: set[str] = set()
+    for node in nodes:
+        used.update(name for name in node.input if name)
+        for attribute in node.attribute:
+            for sub in list(attribute.graphs) + ([attribute.g] if attribute.HasField("g") else []):
+                used |= _used_names(sub.node)
+    return used
+
+
+def _rewrite(model: onnx.ModelProto, replace: dict[int, onnx.NodeProto], remove: set[int]) -> onnx.ModelProto:
+    """A copy of ``model`` with node ``i`` replaced by ``replace[i]`` and nodes ``remove`` dropped, then whatever
+    only they used (Constant/Shape/Concat producers, initializers, value_info) dropped too. Nothing else changes:
+    no re-export, so node metadata (the dynamo exporter's source locations), value_info and order are kept.
+    """
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    graph = out.graph
+    kept = [replace.get(i, node) for i, node in enumerate(graph.node) if i not in remove or i in replace]
+    removed_inputs = {name for i, node in enumerate(graph.node) if i in remove for name in node.input}
+    outputs = {o.name for o in graph.output}
+    while True:  # producers that the removed nodes alone used
+        used = _used_names(kept) | outputs
+        dead = [n for n in kept if n.output and not any(o in used for o in n.output)
+                and any(o in removed_inputs for o in n.output)]
+        if not dead:
+            break
+        removed_inputs |= {name for n in dead for name in n.input}
+        kept = [n for n in kept if all(n is not d for d in dead)]
+    used = _used_names(kept) | outputs
+    produced = {o for n in kept for o in n.output} | {i.name for i in graph.input}
+    initializers = [t for t in graph.initializer if t.name in used or t.name not in removed_inputs]
+    value_info = [v for v in graph.value_info if v.name in produced or v.name in {t.name for t in initializers}]
+    del graph.node[:]
+    graph.node.extend(kept)
+    del graph.initializer[:]
+    graph.initializer.extend(initializers)
+    del graph.value_info[:]
+    graph.value_info.extend(value_info)
+    if not any(entry.domain == DOMAIN for entry in out.opset_import):
+        out.opset_import.append(onnx.helper.make_opsetid(DOMAIN, DOMAIN_VERSION))
+    return out
 
 
 def find_l2norms(graph: gs.Graph) -> tuple[list[_Match], list[UnfusedL2Norm]]:
@@ -435,19 +484,17 @@ def fuse_l2norm_with_report(model: onnx.ModelProto) -> tuple[onnx.ModelProto, L2
         out.CopyFrom(model)
         return out, report
     taken = {n.name for n in graph.nodes if n.name}
+    replace: dict[int, onnx.NodeProto] = {}
+    remove: set[int] = set()
     for match in matches:
-        output = match.final.outputs[0]
         name = _fresh_name(f"{match.final.name or match.reduction.name or 'node'}/L2Norm", taken)
-        node = _make_node(match, name, output)
-        match.final.outputs.clear()
-        graph.nodes.append(node)
-        report.fused.append(FusedL2Norm(name, int(node.attrs["axis"]), float(node.attrs["eps"]), match.spelling,
+        node = _make_node(match, name, match.final.outputs[0].name)
+        replace[match.order[id(match.final)]] = node  # x exists before the chain, so the final node's place is valid
+        remove |= {match.order[id(n)] for n in match.nodes}
+        values = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        report.fused.append(FusedL2Norm(name, int(values["axis"]), float(values["eps"]), match.spelling,
                                         tuple(n.name for n in match.sorted_nodes())))
-    graph.cleanup().toposort()
-    out = gs.export_onnx(graph)
-    if not any(entry.domain == DOMAIN for entry in out.opset_import):
-        out.opset_import.append(onnx.helper.make_opsetid(DOMAIN, DOMAIN_VERSION))
-    return out, report
+    return _rewrite(model, replace, remove), report
 
 
 def fuse_l2norm(model: onnx.ModelProto) -> onnx.ModelProto:
