@@ -1,0 +1,144 @@
+"""Time the L2Norm CUDA kernel against a plain copy, eager PyTorch and torch.compile on the GPU.
+
+    python bench/kernels.py [--dtypes float32,float16,bfloat16] [--warmup 50] [--reps 500] [--no-compile]
+
+Cases are those of shared/anchors/l2norm_h200.md. Each timed run is preceded by a write of a 256 MB buffer, which
+evicts the L2 cache (as triton.testing.do_bench does, the method of the anchors), and is timed on the device with a
+pair of CUDA events; the table gives the median and the 95th percentile in µs. GB/s counts one read and one write of
+the tensor, the fewest bytes any L2Norm moves. `copy` is x.clone(), the practical bandwidth ceiling.
+Each method's output is also checked against a float64 reference (relative error ||out - ref|| / ||ref||).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+
+from torchtrt_ext.ops._l2norm_cuda import l2norm_cuda
+
+EPS = 1e-6
+CASES = [  # (name, shape, dim)
+    ("det_head_nchw", (8, 256, 128, 128), 1),
+    ("wide_nchw", (4, 1024, 64, 64), 1),
+    ("small_nchw", (1, 64, 80, 80), 1),
+    ("tokens_last", (8, 4096, 1024), -1),
+]
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+SHORT = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+
+
+def eager_l2norm(x: torch.Tensor, dim: int, eps: float = EPS) -> torch.Tensor:
+    return x / x.norm(dim=dim, keepdim=True).clamp_min(eps)
+
+
+class DeviceTimer:
+    """Median and P95 of one callable's device time, L2 flushed before every timed run."""
+
+    def __init__(self, warmup: int, reps: int) -> None:
+        self.warmup, self.reps = warmup, reps
+        self.flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+
+    def __call__(self, fn) -> tuple[float, float]:
+        for _ in range(self.warmup):
+            fn()
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(self.reps)]
+        for start, end in events:
+            self.flush.zero_()
+            start.record()
+            fn()
+            end.record()
+        torch.cuda.synchronize()
+        times = sorted(start.elapsed_time(end) * 1e3 for start, end in events)  # µs
+        return times[len(times) // 2], times[min(len(times) - 1, int(0.95 * len(times)))]
+
+
+def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return ((out.double() - ref).norm() / ref.norm()).item()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dtypes", default="float32,float16,bfloat16")
+    parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--reps", type=int, default=500)
+    parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    parser.add_argument("--json", help="also write the rows as JSON lines to this file")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("no CUDA GPU here: nothing to time", file=sys.stderr)
+        return 1
+    timer = DeviceTimer(args.warmup, args.reps)
+    rows = []
+    for name, shape, dim in CASES:
+        for dtype in (DTYPES[d] for d in args.dtypes.split(",")):
+            x = torch.randn(shape, device="cuda", dtype=dtype)
+            axis = dim % x.dim()
+            nbytes = 2 * x.numel() * x.element_size()
+            ref = eager_l2norm(x.double(), dim)
+            out = torch.empty_like(x)
+            methods = {
+                "copy": lambda: x.clone(),
+                "eager": lambda: eager_l2norm(x, dim),
+                "kernel": lambda: l2norm_cuda(x, axis, EPS, out=out),
+            }
+            if not args.no_compile:
+                compiled = torch.compile(lambda t, d=dim: eager_l2norm(t, d), dynamic=False)
+                methods["compile"] = lambda: compiled(x)
+            row = {"case": name, "dtype": SHORT[dtype], "shape": "×".join(map(str, shape)), "dim": dim,
+                   "MB": nbytes / 2**20}
+            for method, fn in methods.items():
+                result = fn()
+                if method != "copy":
+                    row[f"{method}_err"] = rel_error(result, ref)
+                row[f"{method}_p50"], row[f"{method}_p95"] = timer(fn)
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+    if args.json:
+        with open(args.json, "w") as fh:
+            fh.writelines(json.dumps(r) + "\n" for r in rows)
+    print_table(rows, compiled=not args.no_compile)
+    print(f"\ntorch {torch.__version__}, {torch.cuda.get_device_name(0)}, warmup {args.warmup}, reps {args.reps}, "
+          "L2 flushed before each timed run")
+    return 0
+
+
+def print_table(rows: list[dict], compiled: bool) -> None:
+    methods = ["copy", "eager"] + (["compile"] if compiled else []) + ["kernel"]
+    head = ["case", "dtype", "shape", "dim", "MB"]
+    head += [f"{m} µs p50/p95" for m in methods] + [f"{m} GB/s" for m in methods]
+    head += ["kernel/copy"] + (["compile/kernel"] if compiled else []) + ["kernel err", "target"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for r in rows:
+        cells = [r["case"], r["dtype"], r["shape"], str(r["dim"]), f"{r['MB']:.1f}"]
+        cells += [f"{r[m + '_p50']:.1f} / {r[m + '_p95']:.1f}" for m in methods]
+        cells += [f"{r['MB'] * 2**20 / r[m + '_p50'] / 1e3:.0f}" for m in methods]
+        ratio = r["kernel_p50"] / r["copy_p50"]
+        cells.append(f"{ratio:.3f}")
+        if compiled:
+            cells.append(f"{r['compile_p50'] / r['kernel_p50']:.2f}")
+        cells.append(f"{r['kernel_err']:.1e}")
+        cells.append(target_verdict(r, ratio, compiled))
+        print("| " + " | ".join(cells) + " |")
+
+
+def target_verdict(r: dict, ratio: float, compiled: bool) -> str:
+    """The issue's targets for this row: ok, or what missed."""
+    missed = []
+    if r["MB"] >= 64 and ratio > 1.10:
+        missed.append("kernel > 1.10×copy")
+    if r["case"] == "small_nchw" and r["kernel_p50"] > r["copy_p50"] + 2.0:
+        missed.append("kernel > copy+2µs")
+    if compiled:
+        if "nchw" in r["case"] and not r["kernel_p50"] < r["compile_p50"]:
+            missed.append("not faster than compile")
+        if "last" in r["case"] and r["kernel_p50"] > r["compile_p50"]:
+            missed.append("slower than compile")
+    return "MISS: " + ", ".join(missed) if missed else "ok"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
