@@ -15,7 +15,8 @@ from torchtrt_ext.ops._spec import (
     get_op,
     registered_ops,
 )
+from torchtrt_ext.ops.deform_conv2d import deform_conv2d
 from torchtrt_ext.ops.l2norm import l2norm
 
-__all__ = ["DOMAIN", "Attr", "CustomOp", "Decomposer", "OpSpec", "define_op", "finite_positive", "get_op",
-           "l2norm", "registered_ops"]
+__all__ = ["DOMAIN", "Attr", "CustomOp", "Decomposer", "OpSpec", "define_op", "deform_conv2d", "finite_positive",
+           "get_op", "l2norm", "registered_ops"]

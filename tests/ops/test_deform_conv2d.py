@@ -1,0 +1,362 @@
+"""DeformConv2d: eager vs a loop reference, both exporters, decomposition in onnxruntime, bad inputs (CPU only)."""
+from __future__ import annotations
+
+import math
+
+import onnx
+import pytest
+import torch
+
+import torchtrt_ext
+from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError
+from torchtrt_ext.ops import deform_conv2d
+from torchtrt_ext.ops.deform_conv2d import SPEC, torch_deform_conv2d
+from tests.helpers import op_types, rel_err, run_onnx
+
+EXPORTERS = ["legacy", "dynamo"]
+
+
+class DeformConv2d(torch.nn.Module):
+    """The module form (owns weight and bias, takes offset and mask); meant for torchtrt_ext.nn."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, int], stride: int = 1,
+                 padding: int = 0, dilation: int = 1, groups: int = 1, bias: bool = True) -> None:
+        super().__init__()
+        kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
+        pair = lambda v: (v, v) if isinstance(v, int) else tuple(v)  # noqa: E731
+        checked = SPEC.validate_attrs({"stride": pair(stride), "padding": pair(padding),
+                                       "dilation": pair(dilation), "groups": groups})
+        if in_channels % groups or out_channels % groups:
+            raise InvalidAttributeError(f"DeformConv2d: in_channels={in_channels} and out_channels={out_channels} "
+                                        f"must be divisible by groups={groups}")
+        self.stride, self.padding, self.dilation = checked["stride"], checked["padding"], checked["dilation"]
+        self.groups = groups
+        self.weight = torch.nn.Parameter(torch.empty(out_channels, in_channels // groups, kh, kw))
+        self.bias = torch.nn.Parameter(torch.empty(out_channels)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """torchvision's DeformConv2d initialization (kaiming uniform, a=sqrt(5))."""
+        torch.nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in = self.weight.shape[1] * self.weight.shape[2] * self.weight.shape[3]
+            torch.nn.init.uniform_(self.bias, -1 / math.sqrt(fan_in), 1 / math.sqrt(fan_in))
+
+    def forward(self, input: torch.Tensor, offset: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return deform_conv2d(input, offset, self.weight, self.bias, mask=mask, stride=self.stride,
+                             padding=self.padding, dilation=self.dilation, groups=self.groups)
+
+
+# ------------------------------------------------------------------------------------------------ reference
+def _bilinear(img: torch.Tensor, y: float, x: float) -> float:
+    """torchvision's rule: 0 outside (-1, H) x (-1, W); corners outside the image contribute 0 each."""
+    h, w = img.shape
+    if y <= -1 or y >= h or x <= -1 or x >= w:
+        return 0.0
+    y0, x0 = math.floor(y), math.floor(x)
+    ly, lx = y - y0, x - x0
+    value = 0.0
+    for yy, xx, weight in ((y0, x0, (1 - ly) * (1 - lx)), (y0, x0 + 1, (1 - ly) * lx),
+                           (y0 + 1, x0, ly * (1 - lx)), (y0 + 1, x0 + 1, ly * lx)):
+        if 0 <= yy < h and 0 <= xx < w:
+            value += weight * float(img[yy, xx])
+    return value
+
+
+def loop_reference(x: torch.Tensor, offset: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                   mask: torch.Tensor | None, stride: tuple, padding: tuple, dilation: tuple,
+                   groups: int) -> torch.Tensor:
+    """Slow and plain float64 loops over every output pixel, channel and tap."""
+    x, offset, weight = x.double(), offset.double(), weight.double()
+    n_batch, c_in, h, w = x.shape
+    c_out, c_per_group, kh, kw = weight.shape
+    ho = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    wo = (w + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    offset_groups = offset.shape[1] // (2 * kh * kw)
+    out = torch.zeros(n_batch, c_out, ho, wo, dtype=torch.float64)
+    outs_per_group = c_out // groups
+    for n in range(n_batch):
+        for c in range(c_in):
+            g_off = c // (c_in // offset_groups)
+            group = c // c_per_group
+            for i in range(kh):
+                for j in range(kw):
+                    tap = i * kw + j
+                    for oy in range(ho):
+                        for ox in range(wo):
+                            y = oy * stride[0] - padding[0] + i * dilation[0] + float(offset[n, g_off * 2 * kh * kw + 2 * tap, oy, ox])
+                            xx = ox * stride[1] - padding[1] + j * dilation[1] + float(offset[n, g_off * 2 * kh * kw + 2 * tap + 1, oy, ox])
+                            v = _bilinear(x[n, c], y, xx)
+                            if mask is not None:
+                                v *= float(mask[n, g_off * kh * kw + tap, oy, ox])
+                            for o in range(group * outs_per_group, (group + 1) * outs_per_group):
+                                out[n, o, oy, ox] += float(weight[o, c % c_per_group, i, j]) * v
+    if bias is not None:
+        out += bias.double().view(1, -1, 1, 1)
+    return out
+
+
+def _case(n: int = 2, c_in: int = 4, c_out: int = 4, h: int = 5, w: int = 6, k: tuple = (3, 3), stride: tuple = (1, 1),
+          padding: tuple = (1, 1), dilation: tuple = (1, 1), groups: int = 1, offset_groups: int = 1,
+          sigma: float = 2.0, bias: bool = True, mask: str = "rand", seed: int = 0) -> dict:
+    gen = torch.Generator().manual_seed(seed)
+    ho = (h + 2 * padding[0] - dilation[0] * (k[0] - 1) - 1) // stride[0] + 1
+    wo = (w + 2 * padding[1] - dilation[1] * (k[1] - 1) - 1) // stride[1] + 1
+    taps = k[0] * k[1]
+    masks = {"rand": lambda: torch.rand(n, offset_groups * taps, ho, wo, generator=gen),
+             "zeros": lambda: torch.zeros(n, offset_groups * taps, ho, wo), "none": lambda: None}
+    return dict(
+        x=torch.randn(n, c_in, h, w, generator=gen),
+        offset=torch.randn(n, 2 * offset_groups * taps, ho, wo, generator=gen) * sigma,
+        weight=torch.randn(c_out, c_in // groups, *k, generator=gen),
+        bias=torch.randn(c_out, generator=gen) if bias else None,
+        mask=masks[mask](), stride=stride, padding=padding, dilation=dilation, groups=groups)
+
+
+CASES = {
+    "basic": {},
+    "far_outside": {"sigma": 6.0},  # many points beyond (-1, H) x (-1, W), some with one corner inside
+    "zero_mask": {"mask": "zeros"},
+    "no_mask_no_bias": {"mask": "none", "bias": False},
+    "groups2": {"groups": 2, "c_out": 6},
+    "offset_groups2": {"offset_groups": 2},
+    "groups2_offset_groups4": {"groups": 2, "offset_groups": 4, "c_out": 2},
+    "stride2": {"stride": (2, 2), "h": 7, "w": 8},
+    "dilation2": {"dilation": (2, 2), "padding": (2, 2)},
+    "mixed": {"k": (2, 3), "stride": (2, 1), "padding": (0, 2), "dilation": (1, 2), "offset_groups": 2},
+}
+
+
+def _run(case: dict, **overrides) -> torch.Tensor:
+    return deform_conv2d(case["x"], case["offset"], case["weight"], case["bias"], mask=case["mask"],
+                         stride=case["stride"], padding=case["padding"], dilation=case["dilation"],
+                         groups=case["groups"], **overrides)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_eager_matches_loop_reference(name: str) -> None:
+    case = _case(**CASES[name])
+    ref = loop_reference(**case)
+    got = _run(case)
+    assert got.shape == ref.shape and got.dtype == torch.float32
+    assert rel_err(got, ref) < 1e-5 if ref.norm() > 0 else got.abs().max() < 1e-6
+    # the PyTorch implementation itself (the eager op may have used torchvision)
+    offset_groups = case["offset"].shape[1] // (2 * case["weight"].shape[2] * case["weight"].shape[3])
+    own = torch_deform_conv2d(case["x"], case["offset"], case["weight"], case["bias"], case["mask"], case["stride"],
+                              case["padding"], case["dilation"], case["groups"], offset_groups)
+    assert rel_err(own, ref) < 1e-5 if ref.norm() > 0 else own.abs().max() < 1e-6
+
+
+def test_border_rules_point_by_point() -> None:
+    """One 1x1 tap on a 3x3 image of ones: the result is the sum of in-image corner weights."""
+    x = torch.ones(1, 1, 3, 3)
+    weight = torch.ones(1, 1, 1, 1)
+    points = [(-1.0, 0.0, 0.0), (-0.5, 0.0, 0.5), (0.0, -0.25, 0.75), (2.5, 2.5, 0.25), (3.0, 1.0, 0.0),
+              (2.0, 2.0, 1.0), (-0.999, 1.0, 0.001), (1.25, 1.5, 1.0), (-2.0, 1.0, 0.0)]
+    for y, xx, expected in points:
+        offset = torch.tensor([y, xx]).view(1, 2, 1, 1)  # sampling at (0, 0) + offset with a 1x1 output
+        got = deform_conv2d(x[:, :, :, :], offset, weight, padding=0, stride=3)
+        assert got.shape == (1, 1, 1, 1)
+        assert abs(got.item() - expected) < 1e-5, (y, xx, got.item(), expected)
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float16, 2e-3), (torch.bfloat16, 1e-2)])
+def test_low_precision(dtype: torch.dtype, tol: float) -> None:
+    case = _case(**CASES["offset_groups2"])
+    ref = loop_reference(**case)
+    low = {k: (v.to(dtype) if isinstance(v, torch.Tensor) else v) for k, v in case.items()}
+    got = _run(low)
+    assert got.dtype == dtype
+    assert rel_err(got, ref) < tol * 5  # inputs rounded to dtype too
+
+
+def test_gradient_flows_to_every_input() -> None:
+    case = _case(n=1, c_in=2, c_out=2, h=4, w=4)
+    leaves = {k: case[k].requires_grad_(True) for k in ("x", "offset", "weight", "bias", "mask")}
+    _run(case).square().sum().backward()
+    for name, t in leaves.items():
+        assert t.grad is not None and torch.isfinite(t.grad).all() and t.grad.abs().sum() > 0, name
+    # the weight gradient against a central finite difference on one element
+    w = case["weight"].detach().clone()
+    eps = 1e-3
+
+    def loss(weight: torch.Tensor) -> float:
+        c = dict(case, weight=weight, **{k: case[k].detach() for k in ("x", "offset", "bias", "mask")})
+        return _run(c).double().square().sum().item()
+
+    plus, minus = w.clone(), w.clone()
+    plus[1, 0, 2, 1] += eps
+    minus[1, 0, 2, 1] -= eps
+    numeric = (loss(plus) - loss(minus)) / (2 * eps)
+    assert abs(numeric - leaves["weight"].grad[1, 0, 2, 1].item()) < 2e-2 * max(1.0, abs(numeric))
+
+
+# ----------------------------------------------------------------------------------------------------- export
+class OpModel(torch.nn.Module):
+    def __init__(self, mask: bool = True, bias: bool = True, **kwargs) -> None:
+        super().__init__()
+        case = _case(**kwargs, bias=bias)
+        self.conv = DeformConv2d(case["x"].shape[1], case["weight"].shape[0], tuple(case["weight"].shape[2:]),
+                                 stride=case["stride"], padding=case["padding"], dilation=case["dilation"],
+                                 groups=case["groups"], bias=bias)
+        self.use_mask = mask
+
+    def forward(self, x: torch.Tensor, offset: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.conv(x * 2.0, offset, mask.sigmoid() if self.use_mask else None) + 1.0
+
+
+def _inputs(batch: int = 2, **kwargs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    case = _case(n=batch, **kwargs, mask="rand")
+    return case["x"], case["offset"], case["mask"]
+
+
+def _node(model: onnx.ModelProto) -> onnx.NodeProto:
+    nodes = [n for n in model.graph.node if n.domain == "torchtrt_ext"]
+    assert len(nodes) == 1, op_types(model)
+    return nodes[0]
+
+
+def _attrs(node: onnx.NodeProto) -> dict:
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+def test_export_emits_one_node(exporter: str) -> None:
+    kwargs = CASES["mixed"]
+    model = OpModel(**kwargs).eval()
+    onnx_model = torchtrt_ext.export_onnx(model, _inputs(**kwargs), exporter=exporter)
+    node = _node(onnx_model)
+    assert node.op_type == "DeformConv2d" and len(node.input) == 5
+    assert _attrs(node) == {"stride": [2, 1], "padding": [0, 2], "dilation": [1, 2], "groups": 1,
+                            "offset_groups": 2, "plugin_version": b"1", "plugin_namespace": b"torchtrt_ext"}
+    kinds = {t for _, t in op_types(onnx_model)}
+    assert not kinds & {"GatherND", "GridSample", "MatMul"}
+    onnx.checker.check_model(onnx_model, full_check=True)
+    out_type = onnx_model.graph.output[0].type.tensor_type
+    dims = [d.dim_value or d.dim_param for d in out_type.shape.dim]
+    assert dims[1:] == [4, 2, 6]  # H_out, W_out from the shape rule: (5-1-1)//2+1, (6+4-2*2-1)//1+1
+
+
+def test_both_exporters_agree_on_the_node() -> None:
+    model = OpModel(**CASES["groups2_offset_groups4"]).eval()
+    inputs = _inputs(**CASES["groups2_offset_groups4"])
+    nodes = [_node(torchtrt_ext.export_onnx(model, inputs, exporter=e)) for e in EXPORTERS]
+    assert _attrs(nodes[0]) == _attrs(nodes[1])
+    assert _attrs(nodes[0])["groups"] == 2 and _attrs(nodes[0])["offset_groups"] == 4
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+@pytest.mark.parametrize("name,mask,bias", [("basic", True, True), ("far_outside", True, False),
+                                            ("groups2_offset_groups4", False, True), ("stride2", True, True),
+                                            ("dilation2", False, False), ("mixed", True, True)])
+def test_decomposition_matches_eager(exporter: str, name: str, mask: bool, bias: bool) -> None:
+    kwargs = CASES[name]
+    model = OpModel(mask=mask, bias=bias, **kwargs).eval()
+    onnx_model = torchtrt_ext.export_onnx(model, _inputs(**kwargs), exporter=exporter)
+    decomposed = torchtrt_ext.passes.decompose_custom_ops(onnx_model)
+    assert all(d == "" for d, _ in op_types(decomposed))
+    names = [i.name for i in decomposed.graph.input]
+    for batch in (2, 3):  # also a batch size different from the exported one
+        x, offset, m = _inputs(batch, seed=batch, **{k: v for k, v in kwargs.items() if k != "seed"})
+        feeds = {k: v for k, v in {"x": x, "offset": offset, "mask": m}.items() if k in names}
+        (got,) = run_onnx(decomposed, feeds)
+        with torch.no_grad():
+            ref = model(x, offset, m)
+        assert got.shape == tuple(ref.shape)
+        assert rel_err(got, ref) < 1e-5
+
+
+def test_decomposition_with_dynamic_spatial_size() -> None:
+    model = OpModel(**CASES["stride2"]).eval()
+    dynamic = {"x": {0: "batch", 2: "h", 3: "w"}, "offset": {0: "batch", 2: "ho", 3: "wo"},
+               "mask": {0: "batch", 2: "ho", 3: "wo"}}
+    onnx_model = torchtrt_ext.export_onnx(model, _inputs(**CASES["stride2"]), dynamic_shapes=dynamic,
+                                          exporter="legacy")
+    decomposed = torchtrt_ext.passes.decompose_custom_ops(onnx_model)
+    x, offset, m = _inputs(3, **dict(CASES["stride2"], h=9, w=12))
+    (got,) = run_onnx(decomposed, {"x": x, "offset": offset, "mask": m})
+    with torch.no_grad():
+        assert rel_err(got, model(x, offset, m)) < 1e-5
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+def test_float16_export_decomposes(exporter: str) -> None:
+    model = OpModel().eval()
+    inputs = [t.half() for t in _inputs()]
+    onnx_model = torchtrt_ext.export_onnx(model.half(), tuple(inputs), exporter=exporter)
+    x, offset, m = _inputs(3)
+    (got,) = run_onnx(torchtrt_ext.passes.decompose_custom_ops(onnx_model),
+                      {"x": x.half(), "offset": offset.half(), "mask": m.half()})
+    assert got.dtype.name == "float16"
+    with torch.no_grad():
+        ref = OpModel.forward(model.float(), x.half().float(), offset.half().float(), m.half().float())
+    assert rel_err(got, ref) < 2e-3
+
+
+# ------------------------------------------------------------------------------------------------- bad inputs
+@pytest.mark.parametrize("kwargs,match", [
+    ({"stride": 0}, r"argument stride=\(0, 0\) is not allowed. Allowed: an int >= 1 or two of them"),
+    ({"stride": 1.5}, r"argument stride must be of type ints"),
+    ({"padding": -1}, r"argument padding=\(-1, -1\) is not allowed"),
+    ({"dilation": (1, 2, 3)}, r"argument dilation=\(1, 2, 3\) is not allowed"),
+    ({"groups": 0}, r"argument groups=0 is not allowed. Allowed: an int >= 1"),
+])
+def test_bad_attributes(kwargs: dict, match: str) -> None:
+    case = _case()
+    with pytest.raises(InvalidAttributeError, match=match):
+        deform_conv2d(case["x"], case["offset"], case["weight"], **kwargs)
+
+
+def _bad_case(change: str) -> dict:
+    case = _case(padding=(1, 1))
+    n, c, h, w = case["x"].shape
+    if change == "offset_channels":
+        case["offset"] = torch.randn(n, 17, h, w)
+    elif change == "offset_size":
+        case["offset"] = torch.randn(n, 18, h + 1, w)
+    elif change == "mask_channels":
+        case["mask"] = torch.rand(n, 18, h, w)
+    elif change == "mask_batch":
+        case["mask"] = torch.rand(n + 1, 9, h, w)
+    elif change == "weight_groups":
+        case["groups"] = 3
+    elif change == "weight_channels":
+        case["weight"] = torch.randn(4, 3, 3, 3)
+    elif change == "bias_shape":
+        case["bias"] = torch.randn(5)
+    elif change == "dtype":
+        case["offset"] = case["offset"].half()
+    elif change == "rank":
+        case["x"] = case["x"][0]
+    elif change == "offset_groups_divide":
+        case["offset"] = torch.randn(n, 18 * 3, h, w)
+        case["mask"] = torch.rand(n, 27, h, w)
+    elif change == "empty_output":
+        case["padding"] = (0, 0)
+        case["x"] = torch.randn(n, c, 2, 2)
+    return case
+
+
+@pytest.mark.parametrize("change,match", [
+    ("offset_channels", r"'offset' has 17 channels; expected 2 \* offset_groups \* kh \* kw channels"),
+    ("offset_size", r"'offset' has spatial size 6x6; expected the output size 5x6"),
+    ("mask_channels", r"'mask' has 18 channels; expected offset_groups \* kh \* kw = 9"),
+    ("mask_batch", r"'mask' has batch 3; expected the batch of 'input' \(2\)"),
+    ("weight_groups", r"'weight' has 4 output channels; expected a multiple of groups=3"),
+    ("weight_channels", r"'weight' has shape \[4, 3, 3, 3\] \(3 input channels per group\)"),
+    ("bias_shape", r"'bias' has shape \[5\]; expected \[C_out\] = \[4\]"),
+    ("dtype", r"'offset' has dtype torch.float16; expected the dtype of 'input'"),
+    ("rank", r"'input' has shape \[4, 5, 6\]; expected a rank-4 tensor"),
+    ("offset_groups_divide", r"'offset' implies offset_groups=3; expected a divisor of the input's 4 channels"),
+    ("empty_output", r"'input' of spatial size 2x2 gives an empty output \(0x0\)"),
+])
+def test_bad_shapes(change: str, match: str) -> None:
+    with pytest.raises(InvalidInputError, match=match):
+        _run(_bad_case(change))
+
+
+def test_module_checks_attributes_at_construction() -> None:
+    with pytest.raises(InvalidAttributeError, match="stride"):
+        DeformConv2d(4, 4, 3, stride=0)
+    with pytest.raises(InvalidAttributeError, match="divisible by groups=3"):
+        DeformConv2d(4, 6, 3, groups=3)
