@@ -180,6 +180,12 @@ def cached_build_engine(onnx_model_or_path: _builder.OnnxSource, *, cache: Cache
     machine = machine_fingerprint(backend, api.version, gpu_name, cc, plan.library_sha256)
     store = EngineCache(directory)
     path = store.path_for(*cache_keys(model, settings, machine))
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        log.warning("engine cache folder %s is not usable (%s); continuing without caching (set %s or pass cache=)",
+                    directory, exc, ENV_DIR)
+        return _builder.build_engine(model, **kwargs)
     with store.locked(path):
         engine = store.load(path, machine)
         if engine is not None:
