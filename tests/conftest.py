@@ -2,8 +2,12 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+from pathlib import Path
 
 import pytest
+
+_ROOT = Path(__file__).resolve().parent.parent
 
 
 def _gpu_reason() -> str | None:
@@ -24,8 +28,37 @@ def _tensorrt_reason() -> str | None:
     return None
 
 
+def trt_include_dir() -> tuple[Path | None, list[str]]:
+    """(folder holding NvInfer.h or None, folders looked in), in setup.py's order of find_trt_include."""
+    looked = [Path(os.environ[v]) for v in ("TORCHTRT_EXT_TRT_INCLUDE",) if os.environ.get(v)]
+    if os.environ.get("TensorRT_ROOT"):
+        looked.append(Path(os.environ["TensorRT_ROOT"]) / "include")
+    looked += [Path("/usr/include/x86_64-linux-gnu"), Path("/usr/include"), Path("/usr/local/TensorRT/include"),
+               Path("/usr/local/tensorrt/include"), _ROOT / ".deps" / "TensorRT" / "include"]
+    spec = importlib.util.find_spec("tensorrt")
+    if spec is not None and spec.origin:
+        looked.append(Path(spec.origin).parent / "include")
+    found = next((folder for folder in looked if (folder / "NvInfer.h").is_file()), None)
+    return found, [str(folder) for folder in looked]
+
+
+def _trt_headers_reason() -> str | None:
+    found, looked = trt_include_dir()
+    return None if found else ("TensorRT headers (NvInfer.h) not found in " + ", ".join(looked)
+                               + "; set TORCHTRT_EXT_TRT_INCLUDE to the folder holding NvInfer.h")
+
+
+@pytest.fixture(scope="session")
+def trt_include() -> Path:
+    """The folder holding NvInfer.h (tests using it are marked trt_headers, so they skip where there is none)."""
+    found, looked = trt_include_dir()
+    if found is None:
+        pytest.skip(f"TensorRT headers not found in {', '.join(looked)}")
+    return found
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    reasons = {"gpu": _gpu_reason, "tensorrt": _tensorrt_reason}
+    reasons = {"gpu": _gpu_reason, "tensorrt": _tensorrt_reason, "trt_headers": _trt_headers_reason}
     cache: dict[str, str | None] = {}
     for item in items:
         for name, probe in reasons.items():

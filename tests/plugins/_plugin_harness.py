@@ -1,0 +1,83 @@
+"""Build and run the C++ conformance harness (harness.cpp) against libtorchtrt_ext_plugins.so."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+SOURCE = HERE / "harness.cpp"
+PLUGIN_SOURCES = sorted((ROOT / "csrc" / "plugins").rglob("*.cpp"))
+_SUMMARY = re.compile(r"^harness (\w+): (\d+) checks, (\d+) failed$", re.MULTILINE)
+
+
+def cuda_home() -> Path:
+    """The CUDA toolkit folder (CUDA_HOME, else the one nvcc belongs to, else /usr/local/cuda); skips if none."""
+    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        candidates.append(str(Path(nvcc).resolve().parent.parent))
+    candidates.append("/usr/local/cuda")
+    for candidate in filter(None, candidates):
+        if (Path(candidate) / "include" / "cuda_runtime_api.h").is_file():
+            return Path(candidate)
+    pytest.skip("CUDA toolkit headers (cuda_runtime_api.h) not found: set CUDA_HOME")
+
+
+def cuda_lib_dir(home: Path) -> Path:
+    for sub in ("lib64", "lib", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib"):
+        if any((home / sub).glob("libcudart.so*")):
+            return home / sub
+    pytest.skip(f"libcudart.so not found under {home}")
+
+
+def compiler() -> str:
+    for name in ("g++", "c++", "clang++"):
+        if shutil.which(name):
+            return name
+    pytest.skip("no C++ compiler (g++, c++ or clang++) on PATH")
+
+
+def compile_harness(out: Path, trt_include: Path, *, sanitize: bool) -> Path:
+    """Compile harness.cpp to `out`; with sanitize, under AddressSanitizer and UBSan where the compiler has them
+    (at -O0: instrumented -O1 takes half a minute to compile)."""
+    home = cuda_home()
+    libdir = cuda_lib_dir(home)
+    cmd = [compiler(), "-std=c++17", "-O0" if sanitize else "-O1", "-g", "-Wall", "-Wextra", "-isystem", str(trt_include),
+           "-isystem", str(home / "include"), str(SOURCE), "-o", str(out), "-ldl", f"-L{libdir}", "-lcudart",
+           f"-Wl,-rpath,{libdir}"]
+    if sanitize:
+        cmd[1:1] = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer"]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0 and sanitize:  # no sanitizer runtime here: build plainly rather than not at all
+        return compile_harness(out, trt_include, sanitize=False)
+    assert result.returncode == 0, f"compiling the harness failed:\n{' '.join(cmd)}\n{result.stderr}"
+    return out
+
+
+@dataclass
+class HarnessRun:
+    returncode: int
+    output: str
+
+    def lines(self, prefix: str) -> list[str]:
+        return [line for line in self.output.splitlines() if line.startswith(prefix)]
+
+    def summary(self) -> tuple[str, int, int] | None:
+        match = _SUMMARY.search(self.output)
+        return (match.group(1), int(match.group(2)), int(match.group(3))) if match else None
+
+
+def run_harness(binary: Path, library: Path, *args: str, timeout: float = 300) -> HarnessRun:
+    env = dict(os.environ)
+    env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+    env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+    result = subprocess.run([str(binary), str(library), *args], capture_output=True, text=True, timeout=timeout,
+                            env=env)
+    return HarnessRun(result.returncode, result.stdout + result.stderr)
