@@ -1,0 +1,183 @@
+"""``compile(model, example_inputs)``: export -> passes -> build (through the cache) -> ``TRTModule``.
+
+Only a composition of the public steps (``export_onnx``, ``passes``, ``cache.cached_build_engine``, ``TRTModule``);
+each step can be run alone.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import onnx
+import torch
+
+from torchtrt_ext.backend.adapter import check_backend_name, install_hint, load_backend
+from torchtrt_ext.backend.precision import check_precision
+from torchtrt_ext.backend.profiles import DEFAULT_MAX_BATCH, ProfileSpec, profiles_from_example_shapes
+from torchtrt_ext.cache import CacheOption, cached_build_engine
+from torchtrt_ext.errors import InvalidInputError, MissingDependencyError, TorchTRTExtError, failure
+from torchtrt_ext.runtime import TRTModule, output_tree, require_gpu
+
+log = logging.getLogger("torchtrt_ext")
+
+# precision -> minimum compute capability (major, minor) with native kernels for it
+_MIN_CC = {"fp16": (5, 3), "bf16": (8, 0)}
+
+
+def _as_inputs(example_inputs: Any) -> tuple[torch.Tensor, ...]:
+    inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
+    for i, value in enumerate(inputs):
+        if not isinstance(value, torch.Tensor):
+            raise InvalidInputError(failure(f"example input {i} is a {type(value).__name__}", "torch tensors",
+                                            "pass a tensor or a tuple of tensors, one per forward argument"))
+    return inputs
+
+
+def _check_backend(backend: str) -> None:
+    """TensorRT importable, else an error naming the pip extra (and the other backend when it is there)."""
+    check_backend_name(backend)
+    try:
+        load_backend(backend)
+    except MissingDependencyError as exc:
+        other = "tensorrt_rtx" if backend == "tensorrt" else "tensorrt"
+        try:
+            load_backend(other)
+            hint = f" ({other} is installed: pass backend={other!r} to use it)"
+        except MissingDependencyError:
+            hint = f" (or backend={other!r}: {install_hint(other)})"
+        raise MissingDependencyError(f"{exc}{hint}") from None
+
+
+def _check_precision_on_gpu(precision: str, device: torch.device) -> None:
+    need = _MIN_CC.get(precision)
+    if need is None:
+        return
+    have = torch.cuda.get_device_capability(device)
+    if tuple(have) < need:
+        raise InvalidInputError(failure(
+            f"precision={precision!r} on {torch.cuda.get_device_name(device)} (compute capability "
+            f"{have[0]}.{have[1]})", f"compute capability >= {need[0]}.{need[1]} for {precision}",
+            "use precision='fp32'" + (" or 'fp16'" if precision == "bf16" else "")))
+
+
+def _model_device(model: torch.nn.Module) -> torch.device | None:
+    for tensor in list(model.parameters()) + list(model.buffers()):
+        return tensor.device
+    return None
+
+
+def _run_passes(model: onnx.ModelProto, fuse: bool) -> onnx.ModelProto:
+    """Fusion hook: ``passes.fuse_l2norm`` when present and ``fuse=True``; logs what it fused."""
+    if not fuse:
+        return model
+    from torchtrt_ext import passes
+    fuse_with_report = getattr(passes, "fuse_l2norm_with_report", None)
+    if fuse_with_report is None:
+        try:
+            from torchtrt_ext.passes.fuse_l2norm import fuse_l2norm_with_report as fuse_with_report
+        except ImportError:
+            log.debug("no fusion passes available")
+            return model
+    fused, report = fuse_with_report(model)
+    log.info("fusion: %s", report.summary() if hasattr(report, "summary") else report)
+    return fused  # type: ignore[no-any-return]
+
+
+def compile(model: torch.nn.Module, example_inputs: Any, *, backend: str = "tensorrt", precision: str = "fp32",
+            dynamic_shapes: Mapping[str, Mapping[int, str]] | None = None,
+            profiles: ProfileSpec | Sequence[ProfileSpec] | None = None, plugins: str = "auto", fuse: bool = True,
+            cache: CacheOption = True, workspace: int | None = None, validate: bool | None = None,
+            cuda_graphs: bool = False, exporter: str = "auto", embed_plugins: bool = False,
+            timing_cache: str | os.PathLike[str] | None = None, progress: bool = True,
+            max_batch: int = DEFAULT_MAX_BATCH) -> TRTModule:
+    """Compile ``model`` into a TensorRT engine wrapped in a drop-in ``TRTModule``.
+
+    Args:
+        model: the PyTorch model (switched to eval() with a warning if in training mode).
+        example_inputs: a tensor or tuple of tensors, one per forward argument (CPU tensors are fine for the export;
+            the returned module runs on CUDA tensors).
+        backend: "tensorrt" or "tensorrt_rtx". Default "tensorrt".
+        precision: "fp32", "fp16", "bf16" or "as_exported". Default "fp32".
+        dynamic_shapes: ``{input: {dim: name}}`` as in ``export_onnx``. Default None (dynamic batch).
+        profiles: optimization profiles (see ``build_engine``). Default None: batch 1..max(example, ``max_batch``).
+        plugins: "auto", "cpp", "python" or "decompose". Default "auto".
+        fuse: run the fusion passes (L2 normalization patterns -> L2Norm). Default True.
+        cache: True (default folder), False, or a folder. Default True.
+        workspace: builder workspace cap in bytes. Default None (see ``build_engine``).
+        validate: compare with the PyTorch model after building and warn on misses. Default None: on when a GPU
+            runtime is present (always, since compile needs one).
+        cuda_graphs: replay CUDA graphs for repeated input shapes. Default False.
+        exporter: "auto", "dynamo" or "legacy". Default "auto".
+        embed_plugins: serialize the plugin library into the engine. Default False.
+        timing_cache: TensorRT timing cache file. Default None.
+        progress: print build progress. Default True.
+        max_batch: upper batch bound of the default profile. Default 32.
+    """
+    from torchtrt_ext.export import export_onnx  # the lead's module; imported here to keep import order simple
+
+    if not isinstance(model, torch.nn.Module):
+        raise InvalidInputError(failure(f"compile got a {type(model).__name__}", "a torch.nn.Module",
+                                        "wrap the function in an nn.Module"))
+    inputs = _as_inputs(example_inputs)
+    check_precision(precision)
+    if model.training:
+        warnings.warn("compile(): the model is in training mode; switching it to eval() (dropout and batch-norm "
+                      "behave as at inference)", stacklevel=2)
+        model.eval()
+    _check_backend(backend)
+    device = require_gpu("compile() returns a module that runs the engine on the GPU, so it")
+    _check_precision_on_gpu(precision, device)
+    on_cpu = [i for i, t in enumerate(inputs) if t.device.type != "cuda"]
+    if on_cpu:
+        log.info("example inputs %s are on the CPU: fine for the export; call the compiled module with CUDA tensors",
+                 on_cpu)
+        model_device = _model_device(model)
+        if model_device is not None and model_device.type == "cuda":
+            inputs = tuple(t.to(model_device) for t in inputs)
+
+    with torch.no_grad():
+        eager = model(*inputs)
+    tree = output_tree(eager)
+    onnx_model = export_onnx(model, inputs, dynamic_shapes=dynamic_shapes, exporter=exporter)
+    onnx_model = _run_passes(onnx_model, fuse)
+    if profiles is None:
+        names = [v.name for v in onnx_model.graph.input if v.name not in {i.name for i in onnx_model.graph.initializer}]
+        profiles = profiles_from_example_shapes(dict(zip(names, (tuple(t.shape) for t in inputs))), dynamic_shapes,
+                                                max_batch=max_batch)
+    engine = cached_build_engine(onnx_model, cache=cache, backend=backend, precision=precision, profiles=profiles,
+                                 workspace=workspace, plugins=plugins, embed_plugins=embed_plugins, output_tree=tree,
+                                 max_batch=max_batch, timing_cache=timing_cache, progress=progress)
+    module = TRTModule(engine, cuda_graphs=cuda_graphs)
+    module.load_engine(device)
+    if validate is None or validate:
+        _validate(model, module, inputs, device, precision)
+    return module
+
+
+def _validate(model: torch.nn.Module, module: TRTModule, inputs: tuple[torch.Tensor, ...], device: torch.device,
+              precision: str) -> None:
+    """Compare on the example inputs (moved to the GPU); warn with the report's table on a miss."""
+    try:
+        from torchtrt_ext.validate import validate as run_validation
+    except ImportError:  # pragma: no cover - validate.py is part of the package
+        return
+    cuda_inputs = tuple(t.to(device) for t in inputs)
+    reference: Any = model
+    if _model_device(model) not in (None, device):
+        log.info("validation: the model is on %s; comparing against it with inputs moved there", _model_device(model))
+        ref_device = _model_device(model)
+        reference = lambda *xs: model(*(x.to(ref_device) for x in xs))  # noqa: E731
+    try:
+        report = run_validation(reference, module, cuda_inputs,
+                                precision=precision if precision != "as_exported" else None)
+    except TorchTRTExtError as exc:
+        warnings.warn(f"compile(): validation could not run: {exc}", stacklevel=3)
+        return
+    if report.passed:
+        log.info("validation passed:\n%s", report)
+    else:
+        warnings.warn(f"compile(): the engine does not match the PyTorch model within tolerance:\n{report}",
+                      stacklevel=3)
