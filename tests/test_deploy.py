@@ -1,0 +1,252 @@
+"""torchtrt_ext.deploy: Triton model repositories checked with Triton's own model-config schema, trtexec and ONNX
+Runtime TensorRT-EP command lines, and the trt.plugins rewrite.
+
+The config.pbtxt is parsed with ``inference.ModelConfig`` from tritonclient (``tritonclient/grpc/model_config_pb2.py``,
+loaded from its file so grpcio is not needed; ``pip install tritonclient``); those tests skip with that hint where
+tritonclient is missing. A Triton server is not installable from PyPI, so serving for real is skipped with the reason.
+"""
+from __future__ import annotations
+
+import importlib.util
+import logging
+import shutil
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import onnx
+import pytest
+import torch
+
+import torchtrt_ext
+from torchtrt_ext import deploy
+from torchtrt_ext.backend import Engine, EngineMetadata, Profile, TensorInfo
+from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def triton_model_config() -> ModuleType:
+    """Triton's model_config_pb2 (the ``inference.ModelConfig`` schema), or skip with the install hint."""
+    spec = importlib.util.find_spec("tritonclient")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("tritonclient is not installed (pip install tritonclient): it ships Triton's model_config schema")
+    path = Path(list(spec.submodule_search_locations)[0]) / "grpc" / "model_config_pb2.py"
+    if "torchtrt_test_model_config_pb2" in sys.modules:
+        return sys.modules["torchtrt_test_model_config_pb2"]
+    module_spec = importlib.util.spec_from_file_location("torchtrt_test_model_config_pb2", path)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    sys.modules["torchtrt_test_model_config_pb2"] = module
+    return module
+
+
+def parse_config(text: str) -> Any:
+    from google.protobuf import text_format
+
+    pb2 = triton_model_config()
+    return text_format.Parse(text, pb2.ModelConfig())  # strict: unknown fields or bad enums raise
+
+
+def make_engine(*, batch: int = -1, dtype: str = "float32", plugins: tuple[str, ...] = ("torchtrt_ext::L2Norm:1",),
+                max_batch: int = 16) -> Engine:
+    inputs = (TensorInfo("image", dtype, (batch, 3, 64, 64)), TensorInfo("scale", "float16", (batch, 1)))
+    outputs = (TensorInfo("boxes", "float32", (batch, 8, -1)), TensorInfo("labels", "int64", (batch, 8)))
+    lo = 1 if batch == -1 else batch
+    hi = max_batch if batch == -1 else batch
+    profile = Profile({"image": ((lo, 3, 64, 64), (lo, 3, 64, 64), (hi, 3, 64, 64)),
+                       "scale": ((lo, 1), (lo, 1), (hi, 1))})
+    meta = EngineMetadata(inputs=inputs, outputs=outputs, profiles=(profile,), build={"precision": "fp16"},
+                          backend="tensorrt", trt_version="10.13.0", gpu_name="NVIDIA H200",
+                          compute_capability="9.0", plugins=plugins, plugin_mode="cpp" if plugins else "none")
+    return Engine(b"\x01serialized-plan\x02" * 8, meta)
+
+
+@pytest.fixture
+def fake_lib(tmp_path: Path) -> Path:
+    lib = tmp_path / "build" / "libtorchtrt_ext_plugins.so"
+    lib.parent.mkdir()
+    lib.write_bytes(b"\x7fELF fake library exporting getCreators")
+    return lib
+
+
+# ------------------------------------------------------------------------------------------------ config.pbtxt
+def test_config_matches_metadata_under_tritons_schema(tmp_path: Path, fake_lib: Path) -> None:
+    engine = make_engine()
+    repo = deploy.triton_repository(engine, tmp_path / "models", "detector", max_batch_size=16,
+                                    plugin_library=fake_lib, preferred_batch_sizes=[4, 8], print_command=False)
+    config = parse_config(repo.config_path.read_text())
+    assert config.name == "detector" and config.platform == "tensorrt_plan" and config.max_batch_size == 16
+    pb2 = triton_model_config()
+    got = [(i.name, pb2.DataType.Name(i.data_type), list(i.dims)) for i in config.input]
+    assert got == [("image", "TYPE_FP32", [3, 64, 64]), ("scale", "TYPE_FP16", [1])]
+    got = [(o.name, pb2.DataType.Name(o.data_type), list(o.dims)) for o in config.output]
+    assert got == [("boxes", "TYPE_FP32", [8, -1]), ("labels", "TYPE_INT64", [8])]
+    assert config.HasField("dynamic_batching")
+    assert list(config.dynamic_batching.preferred_batch_size) == [4, 8]
+    assert config.instance_group[0].count == 1
+    assert repo.plan_path == (tmp_path / "models" / "detector" / "1" / "model.plan").resolve()
+    assert repo.plan_path.read_bytes() == engine.plan  # the bare plan, not the metadata container
+
+
+def test_no_batching_keeps_full_dims_and_drops_dynamic_batching(tmp_path: Path) -> None:
+    engine = make_engine(batch=2, plugins=())
+    repo = deploy.triton_repository(engine, tmp_path, "static", max_batch_size=0, print_command=False)
+    config = parse_config(repo.config_text)
+    assert config.max_batch_size == 0 and not config.HasField("dynamic_batching")
+    assert [list(i.dims) for i in config.input] == [[2, 3, 64, 64], [2, 1]]
+    assert repo.plugin_library is None and repo.command == f"tritonserver --model-repository={tmp_path.resolve()}"
+
+
+def test_static_batch_with_batching_is_refused() -> None:
+    with pytest.raises(InvalidInputError, match=r"input 'image' has shape \[2, 3, 64, 64\].*no dynamic batch "
+                                                r"dimension.*Remedy: pass max_batch_size=0"):
+        deploy.triton_config(make_engine(batch=2), "m", max_batch_size=8)
+
+
+def test_max_batch_beyond_the_profiles_is_refused() -> None:
+    with pytest.raises(InvalidInputError, match=r"max_batch_size=64 is outside the engine's profiles \(image: batch "
+                                                r"1\.\.16.*Remedy: pass a smaller max_batch_size"):
+        deploy.triton_config(make_engine(), "m", max_batch_size=64)
+
+
+def test_unknown_dtype_is_refused() -> None:
+    with pytest.raises(InvalidInputError, match=r"input 'image' has dtype 'float8_e4m3fn'"):
+        deploy.triton_config(make_engine(dtype="float8_e4m3fn"), "m", max_batch_size=4)
+
+
+# -------------------------------------------------------------------------------------------- plugin library
+def test_plugin_library_copied_and_preloaded(tmp_path: Path, fake_lib: Path,
+                                             caplog: pytest.LogCaptureFixture,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    with caplog.at_level(logging.WARNING, logger="torchtrt_ext.deploy"):
+        repo = deploy.triton_repository(make_engine(), tmp_path / "repo", "det", max_batch_size=8,
+                                        plugin_library=fake_lib)
+    copied = (tmp_path / "repo" / "det" / "libtorchtrt_ext_plugins.so").resolve()
+    assert repo.plugin_library == copied and copied.read_bytes() == fake_lib.read_bytes()
+    assert repo.command == (f"LD_PRELOAD={copied}:${{LD_PRELOAD}} tritonserver "
+                            f"--model-repository={(tmp_path / 'repo').resolve()}")
+    assert capsys.readouterr().out.strip() == repo.command
+    # this library registers through getCreators only: LD_PRELOAD alone would not register it, and we say so
+    assert repo.plugin_registers_on_load is False
+    assert "registers its plugin creators through getCreators" in caplog.text
+
+
+def test_self_registering_library_gives_no_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    lib = tmp_path / "libself.so"
+    lib.write_bytes(b"\x7fELF ... getPluginRegistry ...")
+    with caplog.at_level(logging.WARNING, logger="torchtrt_ext.deploy"):
+        repo = deploy.triton_repository(make_engine(), tmp_path / "r", "m", max_batch_size=4, plugin_library=lib,
+                                        print_command=False)
+    assert repo.plugin_registers_on_load is True and caplog.text == ""
+
+
+def test_missing_plugin_library_names_the_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCHTRT_EXT_PLUGIN_LIB", str(tmp_path / "nowhere" / "libx.so"))
+    monkeypatch.setattr("torchtrt_ext._native._PACKAGE_LIB_DIR", tmp_path / "empty")
+    with pytest.raises(LibraryNotFoundError, match=r"needs the plugins \['torchtrt_ext::L2Norm:1'\].*Remedy: pass "
+                                                   r"plugin_library=\.\.\., or rebuild the engine with "
+                                                   r"plugins='decompose'"):
+        deploy.triton_repository(make_engine(), tmp_path, "m", max_batch_size=4, print_command=False)
+
+
+def test_engine_file_path_is_accepted(tmp_path: Path, fake_lib: Path) -> None:
+    path = make_engine().save(tmp_path / "det.engine")
+    repo = deploy.triton_repository(path, tmp_path / "repo", "det", max_batch_size=4, plugin_library=fake_lib,
+                                    print_command=False)
+    assert repo.plan_path.read_bytes() == make_engine().plan
+
+
+@pytest.mark.skipif(not (ROOT / "torchtrt_ext" / "lib" / "libtorchtrt_ext_plugins.so").is_file(),
+                    reason="libtorchtrt_ext_plugins.so is not built here (needs nvcc and TensorRT headers)")
+def test_the_built_plugin_library_needs_getcreators() -> None:
+    """Records a deployment fact of the real library: it registers only through getCreators."""
+    lib = ROOT / "torchtrt_ext" / "lib" / "libtorchtrt_ext_plugins.so"
+    assert b"getCreators" in lib.read_bytes()
+    print("registers on load:", deploy.plugin_library_registers_on_load(lib))
+
+
+# ---------------------------------------------------------------------------------------------------- trtexec
+def test_trtexec_command(tmp_path: Path) -> None:
+    plan = deploy.export_plan(make_engine(), tmp_path / "model.plan")
+    assert plan.read_bytes() == make_engine().plan
+    assert deploy.trtexec_command(plan, "/opt/lib/libtorchtrt_ext_plugins.so") == (
+        f"trtexec --loadEngine={plan} --staticPlugins=/opt/lib/libtorchtrt_ext_plugins.so")
+    assert deploy.trtexec_command(plan, extra=["--shapes=image:4x3x64x64"]) == (
+        f"trtexec --loadEngine={plan} --shapes=image:4x3x64x64")
+
+
+def test_trtexec_refuses_our_engine_container(tmp_path: Path) -> None:
+    path = make_engine().save(tmp_path / "det.engine")
+    with pytest.raises(InvalidInputError, match=r"is a torchtrt_ext engine file.*Remedy: write it with "
+                                                r"torchtrt_ext\.deploy\.export_plan"):
+        deploy.trtexec_command(path)
+
+
+# ------------------------------------------------------------------------------------------ ONNX Runtime TRT EP
+class Head(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 1)
+        self.norm = torchtrt_ext.nn.L2Norm(dim=1, eps=1e-5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.conv(x))
+
+
+def test_to_ort_trt_plugins_moves_our_nodes_and_keeps_attributes(tmp_path: Path) -> None:
+    model = torchtrt_ext.export_onnx(Head().eval(), (torch.randn(2, 3, 8, 8),))
+    converted = deploy.export_for_ort_trt(Head().eval(), (torch.randn(2, 3, 8, 8),), tmp_path / "ort.onnx")
+    ours = [n for n in converted.graph.node if n.op_type == "L2Norm"]
+    assert [n.domain for n in ours] == ["trt.plugins"]
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in ours[0].attribute}
+    assert attrs["axis"] == 1 and attrs["eps"] == pytest.approx(1e-5)
+    assert attrs["plugin_version"] == b"1" and attrs["plugin_namespace"] == b"torchtrt_ext"
+    domains = {e.domain: e.version for e in converted.opset_import}
+    assert domains.get("trt.plugins") == 1 and "torchtrt_ext" not in domains
+    assert not any(n.domain == "torchtrt_ext" for n in converted.graph.node)
+    assert any(n.domain == "torchtrt_ext" for n in model.graph.node)  # the input is not modified
+    onnx.checker.check_model(onnx.load(str(tmp_path / "ort.onnx")))
+
+
+def test_ort_trt_providers(fake_lib: Path) -> None:
+    providers = deploy.ort_trt_providers(fake_lib, trt_options={"trt_fp16_enable": True})
+    name, options = providers[0]
+    assert name == "TensorrtExecutionProvider"
+    assert options == {"device_id": 0, "trt_extra_plugin_lib_paths": str(fake_lib.resolve()),
+                       "trt_fp16_enable": True}
+    assert providers[1:] == ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    with pytest.raises(LibraryNotFoundError, match="does not exist"):
+        deploy.ort_trt_providers(fake_lib.parent / "missing.so")
+
+
+# ------------------------------------------------------------------------------------------ a real engine (RTX)
+@pytest.fixture(scope="module")
+def rtx_engine() -> Engine:
+    if importlib.util.find_spec("tensorrt_rtx") is None:
+        pytest.skip("tensorrt_rtx is not installed (pip install 'torchtrt_ext[rtx]')")
+    from torchtrt_ext.backend import build_engine
+
+    onnx_model = torchtrt_ext.export_onnx(Head().eval(), (torch.randn(2, 3, 8, 8),))
+    return build_engine(onnx_model, backend="tensorrt_rtx", plugins="decompose", progress=False, max_batch=8)
+
+
+def test_real_engine_repository_parses_and_matches(tmp_path: Path, rtx_engine: Engine) -> None:
+    repo = deploy.triton_repository(rtx_engine, tmp_path, "head", max_batch_size=8, print_command=False)
+    config = parse_config(repo.config_text)
+    meta = rtx_engine.metadata
+    assert [(i.name, list(i.dims)) for i in config.input] == [(t.name, list(t.shape[1:])) for t in meta.inputs]
+    assert [(o.name, list(o.dims)) for o in config.output] == [(t.name, list(t.shape[1:])) for t in meta.outputs]
+    assert {triton_model_config().DataType.Name(x.data_type) for x in [*config.input, *config.output]} == {"TYPE_FP32"}
+    assert repo.plugin_library is None  # decomposed: nothing to preload
+    assert repo.plan_path.read_bytes() == rtx_engine.plan
+    with pytest.raises(InvalidInputError, match="outside the engine's profiles"):
+        deploy.triton_config(rtx_engine, "head", max_batch_size=9)
+
+
+def test_serving_with_a_triton_server() -> None:
+    if shutil.which("tritonserver") is None:
+        pytest.skip("no tritonserver here: Triton Inference Server ships as the NGC container / a source build, not "
+                    "on PyPI, so a repository cannot be served for real on this machine")
