@@ -1,0 +1,120 @@
+"""Time DeformConv2d on the GPU: our CUDA path vs torchvision's CUDA op vs the eager PyTorch math vs plain conv2d.
+
+    python bench/deform_conv.py [--dtypes float32,float16] [--warmup 50] [--reps 200] [--eager-reps 20]
+
+Cases follow shared/anchors/dcn_h200.md (3x3, padding 1, one offset group, offsets with sigma = 2 pixels, random
+mask). Methods:
+  ours        torchtrt_ext's CUDA path: the sampling kernel (csrc/kernels/deform_conv2d.cu) + cuBLAS (torch.matmul)
+  ours_im2col the sampling kernel alone (the part of `ours` that is not the GEMM)
+  torchvision torchvision.ops.deform_conv2d on CUDA
+  eager       torchtrt_ext's PyTorch math (torch_deform_conv2d, gather-based, FP32; what runs without the kernel)
+  conv        F.conv2d of the same shapes (cuDNN; in fp32 it may use TF32, see the printed flags): the floor
+Each timed run is preceded by a 256 MB write that evicts L2 and is timed with CUDA events; median and P95 in µs.
+Each method's output is checked against torchvision in float64 on the same (rounded) inputs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+import torch
+import torch.nn.functional as F
+
+from torchtrt_ext.ops._deform_conv2d_cuda import deform_conv2d_cuda, im2col_cuda
+from torchtrt_ext.ops.deform_conv2d import torch_deform_conv2d
+
+CASES = [("resnet_stage", 8, 256, 256, 64, 64), ("det_head", 8, 256, 256, 80, 80), ("small", 1, 64, 64, 40, 40)]
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+SHORT = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+
+
+class DeviceTimer:
+    """Median and P95 of one callable's device time, L2 flushed before every timed run."""
+
+    def __init__(self, warmup: int) -> None:
+        self.warmup = warmup
+        self.flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+
+    def __call__(self, fn, reps: int) -> tuple[float, float]:
+        for _ in range(self.warmup):
+            fn()
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+        for start, end in events:
+            self.flush.zero_()
+            start.record()
+            fn()
+            end.record()
+        torch.cuda.synchronize()
+        times = sorted(start.elapsed_time(end) * 1e3 for start, end in events)  # µs
+        return times[len(times) // 2], times[min(len(times) - 1, int(0.95 * len(times)))]
+
+
+def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return ((out.double() - ref).norm() / ref.norm()).item()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dtypes", default="float32,float16")
+    parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--reps", type=int, default=200)
+    parser.add_argument("--eager-reps", type=int, default=20)
+    args = parser.parse_args()
+    from torchvision.ops import deform_conv2d as tv_deform_conv2d
+
+    print(f"# {torch.cuda.get_device_name(0)}, torch {torch.__version__}, matmul.allow_tf32="
+          f"{torch.backends.cuda.matmul.allow_tf32}, cudnn.allow_tf32={torch.backends.cudnn.allow_tf32}")
+    timer = DeviceTimer(args.warmup)
+    rows = []
+    for name, n, cin, cout, h, w in CASES:
+        for dt in (DTYPES[d] for d in args.dtypes.split(",")):
+            gen = torch.Generator(device="cuda").manual_seed(0)
+            x = torch.randn(n, cin, h, w, device="cuda", generator=gen).to(dt)
+            off = (torch.randn(n, 18, h, w, device="cuda", generator=gen) * 2).to(dt)
+            msk = torch.rand(n, 9, h, w, device="cuda", generator=gen).to(dt)
+            wt = (torch.randn(cout, cin, 3, 3, device="cuda", generator=gen) * 0.05).to(dt)
+            b = torch.randn(cout, device="cuda", generator=gen).to(dt)
+            ref = tv_deform_conv2d(x.double(), off.double(), wt.double(), b.double(), padding=1, mask=msk.double())
+            methods = {
+                "ours": (lambda: deform_conv2d_cuda(x, off, wt, b, msk, (1, 1), (1, 1), (1, 1), 1, 1), args.reps),
+                "ours_im2col": (lambda: im2col_cuda(x, off, msk, (3, 3), (1, 1), (1, 1), (1, 1), 1), args.reps),
+                "torchvision": (lambda: tv_deform_conv2d(x, off, wt, b, padding=1, mask=msk), args.reps),
+                "eager": (lambda: torch_deform_conv2d(x, off, wt, b, msk, (1, 1), (1, 1), (1, 1), 1, 1),
+                          args.eager_reps),
+                "conv": (lambda: F.conv2d(x, wt, b, padding=1), args.reps),
+            }
+            row = {"case": name, "dtype": SHORT[dt], "shape": [n, cin, cout, h, w]}
+            for method, (fn, reps) in methods.items():
+                try:
+                    out = fn()
+                    torch.cuda.synchronize()
+                    p50, p95 = timer(fn, reps)
+                    row[method] = {"p50_us": round(p50, 1), "p95_us": round(p95, 1)}
+                    if method not in ("ours_im2col", "conv"):
+                        row[method]["rel_err"] = float(f"{rel_error(out, ref):.2e}")
+                except Exception as exc:  # noqa: BLE001 - report and keep timing the others
+                    row[method] = {"error": f"{type(exc).__name__}: {str(exc)[:160]}"}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            del x, off, msk, wt, b, ref
+            torch.cuda.empty_cache()
+
+    def us(row: dict, m: str) -> str:
+        r = row.get(m, {})
+        return f"{r['p50_us']:.1f} / {r['p95_us']:.1f}" if "p50_us" in r else "n/a"
+
+    def ratio(row: dict, a: str, b: str) -> str:
+        ra, rb = row.get(a, {}), row.get(b, {})
+        return f"{ra['p50_us'] / rb['p50_us']:.2f}" if "p50_us" in ra and "p50_us" in rb else "n/a"
+
+    print("\n| case | dtype | ours µs p50/p95 | ours im2col | torchvision | eager | conv2d | tv/ours | ours/conv | "
+          "ours rel err | tv rel err |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['case']} | {r['dtype']} | {us(r, 'ours')} | {us(r, 'ours_im2col')} | {us(r, 'torchvision')} | "
+              f"{us(r, 'eager')} | {us(r, 'conv')} | {ratio(r, 'torchvision', 'ours')} | {ratio(r, 'ours', 'conv')} | "
+              f"{r.get('ours', {}).get('rel_err', 'n/a')} | {r.get('torchvision', {}).get('rel_err', 'n/a')} |")
+
+
+if __name__ == "__main__":
+    main()

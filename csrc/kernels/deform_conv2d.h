@@ -1,0 +1,63 @@
+// DeformConv2d (modulated deformable convolution, DCNv2) CUDA kernels: the deformable sampling ("im2col") step.
+//
+// The convolution is computed as: columns = sample(input, offset, mask), then output = weight x columns (a GEMM per
+// image and convolution group, done by cuBLAS: torch.matmul in the eager op, cublas in a plugin), plus bias. These
+// launchers do the sampling for the whole batch in one launch and write the column buffer in the GEMM's layout:
+//
+//     columns[n][c * K + k][oy * out_w + ox]        (K = kernel_h * kernel_w, k = i * kernel_w + j)
+//       = mask[n][g * K + k][oy][ox] * bilinear(input[n][c], y, x)
+//     y = oy * stride_h - pad_h + i * dil_h + offset[n][g * 2K + 2k][oy][ox]
+//     x = ox * stride_w - pad_w + j * dil_w + offset[n][g * 2K + 2k + 1][oy][ox]
+//
+// with g = c / (channels / offset_groups). Bilinear sampling follows torchvision.ops.deform_conv2d: a point outside
+// (-1, height) x (-1, width) gives 0; each of its four corners outside the image contributes 0 on its own. Positions,
+// weights and sums are FP32 for every data type; columns are stored in the data type (rounded once).
+//
+// No TensorRT and no torch headers here: the same launchers serve the eager op (ctypes) and the plugins.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#ifndef TORCHTRT_EXT_API
+#if defined(_WIN32)
+#define TORCHTRT_EXT_API __declspec(dllexport)
+#else
+#define TORCHTRT_EXT_API __attribute__((visibility("default")))
+#endif
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// input:   contiguous [n, channels, height, width]
+// offset:  contiguous [n, 2 * offset_groups * K, out_h, out_w]
+// mask:    contiguous [n, offset_groups * K, out_h, out_w], or NULL for no modulation (all ones)
+// columns: contiguous [n, channels * K, out_h * out_w], written entirely (must not overlap the inputs)
+// All four in the same data type. Sizes: n, channels, out_h, out_w >= 0 (0 launches nothing); height, width,
+// kernel_h, kernel_w, strides, dilations, offset_groups >= 1; pads >= 0; channels % offset_groups == 0; 64-bit sizes.
+// The work is enqueued on `stream`; nothing is synchronized.
+// Returns a cudaError_t as int32_t: 0 (cudaSuccess) once the launch was accepted; cudaErrorInvalidValue (1) for bad
+// sizes or a null pointer; otherwise the error of the failed launch. Never exits or aborts.
+TORCHTRT_EXT_API int32_t torchtrt_ext_deform_conv2d_im2col_f32(
+    void const* input, void const* offset, void const* mask, void* columns, int64_t n, int64_t channels,
+    int64_t height, int64_t width, int64_t kernel_h, int64_t kernel_w, int64_t out_h, int64_t out_w,
+    int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dil_h, int64_t dil_w,
+    int64_t offset_groups, cudaStream_t stream);
+// Same, __half data.
+TORCHTRT_EXT_API int32_t torchtrt_ext_deform_conv2d_im2col_f16(
+    void const* input, void const* offset, void const* mask, void* columns, int64_t n, int64_t channels,
+    int64_t height, int64_t width, int64_t kernel_h, int64_t kernel_w, int64_t out_h, int64_t out_w,
+    int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dil_h, int64_t dil_w,
+    int64_t offset_groups, cudaStream_t stream);
+// Same, __nv_bfloat16 data.
+TORCHTRT_EXT_API int32_t torchtrt_ext_deform_conv2d_im2col_bf16(
+    void const* input, void const* offset, void const* mask, void* columns, int64_t n, int64_t channels,
+    int64_t height, int64_t width, int64_t kernel_h, int64_t kernel_w, int64_t out_h, int64_t out_w,
+    int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dil_h, int64_t dil_w,
+    int64_t offset_groups, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
