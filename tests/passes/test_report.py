@@ -1,0 +1,203 @@
+"""The doctor: unsupported nodes with their remedies, custom nodes with and without plugins, clean graphs, Q/DQ."""
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import warnings
+
+import onnx
+import pytest
+import torch
+from onnx import TensorProto as T
+from onnx import helper
+
+import torchtrt_ext.ops  # noqa: F401  (defines L2Norm)
+from torchtrt_ext import _native
+from torchtrt_ext.errors import LibraryNotFoundError
+from torchtrt_ext.ops._spec import get_op
+from torchtrt_ext.passes import trt_op_support
+from torchtrt_ext.passes.report import report
+
+HAS_RTX = importlib.util.find_spec("tensorrt_rtx") is not None
+needs_rtx = pytest.mark.skipif(not HAS_RTX, reason="tensorrt_rtx is not installed (pip install 'torchtrt_ext[rtx]')")
+# (backend, checker): the table always; TensorRT-RTX's own parser where it is installed
+CHECKS = [("tensorrt", "table"), ("tensorrt_rtx", "table"),
+          pytest.param("tensorrt_rtx", "parser", marks=needs_rtx)]
+
+
+def export(module: torch.nn.Module, x: torch.Tensor, opset: int = 17) -> onnx.ModelProto:
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (x,), buffer, dynamo=False, opset_version=opset, input_names=["x"])
+    return onnx.load_from_string(buffer.getvalue())
+
+
+def _graph(nodes, inputs, outputs, opset=17, custom=False) -> onnx.ModelProto:
+    imports = [helper.make_opsetid("", opset)] + ([helper.make_opsetid("torchtrt_ext", 1)] if custom else [])
+    return helper.make_model(helper.make_graph(nodes, "g", inputs, outputs), opset_imports=imports)
+
+
+def _with_unique_and_l2norm() -> onnx.ModelProto:
+    """x -> L2Norm -> Relu -> y, and x -> Unique -> u (Unique: rejected by TensorRT)."""
+    nodes = [get_op("L2Norm").spec.make_node(["x"], ["n"], name="norm", axis=1, eps=1e-6),
+             helper.make_node("Relu", ["n"], ["y"], name="relu"),
+             helper.make_node("Unique", ["x"], ["u"], name="unique")]
+    return _graph(nodes, [helper.make_tensor_value_info("x", T.FLOAT, [2, 8])],
+                  [helper.make_tensor_value_info("y", T.FLOAT, [2, 8]), helper.make_tensor_value_info("u", T.FLOAT, None)],
+                  custom=True)
+
+
+@pytest.fixture
+def no_plugin_library(monkeypatch):
+    def missing():
+        raise LibraryNotFoundError("libtorchtrt_ext_plugins.so not found. Expected: it. Remedy: build it")
+    monkeypatch.setattr(_native, "plugin_library_path", missing)
+    import torchtrt_ext.backend.adapter as adapter
+    monkeypatch.setattr(adapter, "backend_available", lambda name: name != "tensorrt" and HAS_RTX)
+
+
+@pytest.fixture
+def plugin_library(monkeypatch, tmp_path):
+    library = tmp_path / "libtorchtrt_ext_plugins.so"
+    library.write_bytes(b"")
+    monkeypatch.setattr(_native, "plugin_library_path", lambda: library)
+    return library
+
+
+@pytest.mark.parametrize("backend,checker", CHECKS)
+def test_unsupported_node_is_listed_with_remedies_in_order(backend, checker, no_plugin_library):
+    result = report(_with_unique_and_l2norm(), backend, checker=checker)
+    assert not result.ok
+    unique = next(f for f in result.findings if f.op_type == "Unique")
+    assert unique.problem and unique.node == "unique" and unique.status == "unsupported"
+    first, export_, decompose, plugin = unique.remedies
+    assert "newer TensorRT" in first
+    assert "mapping at export" in export_ and "torch.unique" in export_
+    assert decompose.startswith("decomposition") and plugin.startswith("a plugin")
+    assert "relu" not in {f.node for f in result.findings}
+    assert result.native_ops == {"Relu": 1}
+    checked = result.checked_with
+    assert ("ONNX parser" in checked) if checker == "parser" else ("op-support table" in checked)
+    table = result.to_table()
+    assert "unique" in table and "1. a newer TensorRT" in table and "4. a plugin" in table
+    data = json.loads(result.to_json())
+    assert data["ok"] is False and {f["op_type"] for f in data["findings"]} == {"Unique", "L2Norm"}
+
+
+def test_custom_node_without_plugin_library_is_a_problem_with_decomposition_remedy(no_plugin_library):
+    result = report(_with_unique_and_l2norm(), "tensorrt", checker="table")
+    l2norm = next(f for f in result.findings if f.op_type == "L2Norm")
+    assert l2norm.problem and l2norm.status == "plugin missing" and l2norm.domain == "torchtrt_ext"
+    assert "C++ plugin library" in l2norm.remedies[-1] and "Python plugins" in l2norm.remedies[-1]
+    assert "decompose_custom_ops" in l2norm.remedies[2]
+    assert "plugin L2Norm v1 (torchtrt_ext)" in l2norm.detail
+
+
+def test_custom_node_with_plugin_library_is_reported_available(plugin_library):
+    result = report(_with_unique_and_l2norm(), "tensorrt", checker="table")
+    l2norm = next(f for f in result.findings if f.op_type == "L2Norm")
+    assert not l2norm.problem and l2norm.status == "plugin available" and str(plugin_library) in l2norm.detail
+    assert [f.op_type for f in result.problems] == ["Unique"]
+
+
+def test_tensorrt_rtx_never_counts_on_plugins(plugin_library):
+    result = report(_with_unique_and_l2norm(), "tensorrt_rtx", checker="table")
+    l2norm = next(f for f in result.findings if f.op_type == "L2Norm")
+    assert l2norm.problem and "aborts" in l2norm.detail and "decompose_custom_ops" in l2norm.remedies[2]
+
+
+def test_other_custom_domains_are_reported():
+    nodes = [helper.make_node("FancyOp", ["x"], ["y"], name="fancy", domain="com.example")]
+    model = helper.make_model(helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", T.FLOAT, [2])],
+                                                [helper.make_tensor_value_info("y", T.FLOAT, [2])]),
+                              opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    result = report(model, "tensorrt", checker="table")
+    assert [(f.node, f.status, f.domain) for f in result.problems] == [("fancy", "unknown custom op", "com.example")]
+
+
+@needs_rtx
+def test_parser_sees_a_copy_without_custom_nodes_and_the_fused_graph_is_fine(no_plugin_library):
+    """L2Norm sits between two standard ops: the parser still checks Relu after it (the cut keeps types)."""
+    model = _with_unique_and_l2norm()
+    result = report(model, "tensorrt_rtx", checker="parser")
+    assert {f.op_type for f in result.problems} == {"Unique", "L2Norm"}
+    assert len(model.graph.node) == 3, "the input model is not modified"
+
+
+@pytest.mark.parametrize("backend,checker", CHECKS)
+def test_a_clean_graph_has_nothing_to_report(backend, checker):
+    model = export(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                                       torch.nn.Linear(144, 5)), torch.randn(1, 3, 8, 8))
+    result = report(model, backend, checker=checker)
+    assert result.ok and not result.findings
+    assert "nothing to report" in result.to_table()
+    assert json.loads(result.to_json())["findings"] == []
+
+
+class FakeQuantConv(torch.nn.Module):
+    """A conv whose weight is fake-quantized per output channel (INT8, symmetric)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3)
+        self.register_buffer("scale", torch.rand(8) * 0.01 + 0.001)
+        self.register_buffer("zero_point", torch.zeros(8, dtype=torch.int32))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = torch.fake_quantize_per_channel_affine(self.conv.weight, self.scale, self.zero_point, 0, -128, 127)
+        return torch.nn.functional.conv2d(x, w, self.conv.bias)
+
+
+@pytest.mark.parametrize("backend,checker", CHECKS)
+def test_per_channel_fake_quant_conv_is_native_qdq(backend, checker):
+    model = export(FakeQuantConv(), torch.randn(1, 3, 8, 8), opset=17)
+    qdq = [n for n in model.graph.node if n.op_type in ("QuantizeLinear", "DequantizeLinear")]
+    assert len(qdq) == 2
+    assert all(helper.get_attribute_value(next(a for a in n.attribute if a.name == "axis")) == 0 for n in qdq)
+    scale = next(i for i in model.graph.initializer if i.name == qdq[0].input[1])
+    assert list(scale.dims) == [8], "per-axis scale: one per output channel"
+    result = report(model, backend, checker=checker)
+    assert result.ok and not result.findings, result.to_table()
+    assert result.native_ops["QuantizeLinear"] == 1 and result.native_ops["DequantizeLinear"] == 1
+
+
+def test_newer_opset_and_unknown_ops_point_to_a_newer_tensorrt_or_lower_opset():
+    nodes = [helper.make_node("RMSNormalization", ["x", "s"], ["y"], name="rms", axis=-1)]
+    model = _graph(nodes, [helper.make_tensor_value_info("x", T.FLOAT, [2, 4]),
+                           helper.make_tensor_value_info("s", T.FLOAT, [4])],
+                   [helper.make_tensor_value_info("y", T.FLOAT, [2, 4])], opset=23)
+    result = report(model, "tensorrt", checker="table")
+    rms = next(f for f in result.problems if f.op_type == "RMSNormalization")
+    assert "opset <= 20" in rms.remedies[0]
+    assert any(f.status == "opset" for f in result.findings)
+
+
+def test_the_table_agrees_with_tensorrt_rtx_on_sample_ops():
+    """Spot check of the maintained table against a real parser (where installed)."""
+    if not HAS_RTX:
+        pytest.skip("tensorrt_rtx is not installed")
+    for op in ("Unique", "BitShift"):
+        assert trt_op_support.status(op) == "unsupported"
+    model = _graph([helper.make_node("Cast", ["x"], ["i"], to=T.INT32),
+                    helper.make_node("BitShift", ["i", "i"], ["y"], name="shift", direction="LEFT")],
+                   [helper.make_tensor_value_info("x", T.FLOAT, [2])], [helper.make_tensor_value_info("y", T.INT32, [2])])
+    assert [f.node for f in report(model, "tensorrt_rtx", checker="parser").problems] == ["shift"]
+
+
+def test_bad_arguments_are_refused_with_the_allowed_values():
+    from torchtrt_ext.errors import InvalidInputError
+
+    model = _graph([], [helper.make_tensor_value_info("x", T.FLOAT, [2])], [helper.make_tensor_value_info("x", T.FLOAT, [2])])
+    with pytest.raises(InvalidInputError, match="tensorrt_rtx"):
+        report(model, "onnxruntime")
+    with pytest.raises(InvalidInputError, match="checker"):
+        report(model, "tensorrt", checker="guess")
+
+
+def test_the_model_is_untouched_by_the_doctor():
+    model = _with_unique_and_l2norm()
+    before = model.SerializeToString()
+    report(model, "tensorrt", checker="table")
+    assert model.SerializeToString() == before

@@ -1,0 +1,337 @@
+"""The doctor: which nodes of an ONNX graph TensorRT will reject, which custom nodes have a plugin, and what to do.
+
+``report(model, backend=...)`` asks the backend's own ONNX parser where it is installed (``tensorrt`` or
+``tensorrt_rtx``), on a copy of the graph with every custom-domain node cut out (its outputs become graph inputs): the
+parsers abort the whole process when a node maps to a plugin, so they never see one. Without that parser it uses the
+op-support table in ``passes.trt_op_support`` (and says so). Custom nodes are listed with whether their plugin is
+available (the C++ library through ``_native.plugin_library_path``, the Python plugins through an importable
+``tensorrt``) and whether ``passes.decompose_custom_ops`` can replace them.
+
+Each problem comes with its remedies in this order: a newer TensorRT or another opset, a different mapping at
+export, decomposition, a plugin.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import logging
+from typing import Any
+
+import onnx
+from onnx import helper
+
+from torchtrt_ext.passes import trt_op_support as table
+
+LOGGER = logging.getLogger("torchtrt_ext")
+DOMAIN = "torchtrt_ext"
+CHECKERS = ("auto", "parser", "table")
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """One node worth a line: ``problem`` is True when TensorRT will reject it as things stand."""
+
+    node: str
+    op_type: str
+    domain: str
+    status: str  # "unsupported", "plugin available", "plugin missing", "unknown custom op", "opset"
+    problem: bool
+    detail: str
+    remedies: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"remedies": list(self.remedies)}
+
+
+@dataclasses.dataclass
+class DoctorReport:
+    """What ``report`` found. ``ok`` is True when nothing blocks the build."""
+
+    backend: str
+    checked_with: str
+    nodes: int
+    opset: int | None
+    findings: list[Finding] = dataclasses.field(default_factory=list)
+    native_ops: dict[str, int] = dataclasses.field(default_factory=dict)  # op type -> count, run by TensorRT itself
+
+    @property
+    def problems(self) -> list[Finding]:
+        return [f for f in self.findings if f.problem]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"backend": self.backend, "checked_with": self.checked_with, "nodes": self.nodes, "opset": self.opset,
+                "ok": self.ok, "findings": [f.to_dict() for f in self.findings], "native_ops": dict(self.native_ops)}
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """The report as a JSON document (see ``to_dict`` for the fields)."""
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
+
+    def to_table(self) -> str:
+        """The report as readable text: a summary line, one row per finding, then the remedies of each problem."""
+        head = (f"torchtrt_ext doctor: backend {self.backend}, {self.nodes} nodes, opset {self.opset}, "
+                f"checked with {self.checked_with}")
+        if not self.findings:
+            return f"{head}\nnothing to report: every node is supported natively by {self.backend}"
+        rows = [("node", "op", "status", "detail")]
+        rows += [(f.node, f"{f.domain}::{f.op_type}" if f.domain else f.op_type, f.status, f.detail)
+                 for f in self.findings]
+        widths = [min(max(len(r[i]) for r in rows), 40) for i in range(3)]
+        lines = [head, ""]
+        for row in rows:
+            lines.append("  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths)) + "  " + row[3])
+        problems = self.problems
+        lines.append("")
+        lines.append(f"{len(problems)} problem(s)" + (": remedies, in the order to try them" if problems else ""))
+        for f in problems:
+            lines.append(f"  {f.node} ({f.op_type}):")
+            lines += [f"    {i}. {r}" for i, r in enumerate(f.remedies, 1)]
+        return "\n".join(lines)
+
+    __str__ = to_table
+
+
+# ------------------------------------------------------------------------------------------------------- remedies
+def _standard_op_remedies(op_type: str, why: str) -> tuple[str, ...]:
+    if table.status(op_type) == "unknown":
+        newer = (f"{op_type} is newer than the opsets TensorRT {table.TABLE_SOURCE.split('(')[-1].rstrip(')')} "
+                 f"parses: re-export with opset <= {table.MAX_OPSET} (the exporter then writes it with older ops), "
+                 "or use a TensorRT whose operators.md lists it (TensorRT 11 parses opsets up to 25)")
+    else:
+        newer = f"a newer TensorRT may support {op_type}: check the operators.md of your TensorRT version ({why})"
+    export = table.UNSUPPORTED.get(op_type, f"map the PyTorch code that produces {op_type} to supported ops")
+    return (newer,
+            f"a different mapping at export: {export} (a torch.onnx custom_translation_table entry or symbolic "
+            "also works without touching model code)",
+            f"decomposition: define the op with torchtrt_ext.ops.define_op and a decomposition into supported ONNX "
+            f"ops; passes.decompose_custom_ops then replaces it",
+            f"a plugin: an IPluginV3 registered as {op_type!r} and loaded before the build")
+
+
+def _custom_op_remedies(node: onnx.NodeProto, backend: str, known: bool, why_missing: str) -> tuple[str, ...]:
+    remedies = []
+    if backend == "tensorrt":
+        remedies.append("a newer TensorRT: the Python plugins need tensorrt >= 10.6 "
+                        "(pip install 'torchtrt_ext[trt]')")
+    else:
+        remedies.append("TensorRT-RTX cannot run plugin nodes (it aborts): use backend='tensorrt' for the plugin")
+    remedies.append("a different mapping at export: export without the custom op (compile(..., fuse=False), or the "
+                    "plain PyTorch code path) so only standard ops reach TensorRT")
+    if known:
+        remedies.append("decomposition: passes.decompose_custom_ops(model), or compile(..., plugins='decompose'): "
+                        "standard ONNX ops, portable, slower than the plugin")
+    else:
+        remedies.append(f"decomposition: define {node.op_type} with torchtrt_ext.ops.define_op (with a "
+                        "decomposition), then passes.decompose_custom_ops")
+    remedies.append(f"a plugin: {why_missing}")
+    return tuple(remedies)
+
+
+# -------------------------------------------------------------------------------------------------- custom nodes
+def _attr(node: onnx.NodeProto, name: str, default: str) -> str:
+    for a in node.attribute:
+        if a.name == name:
+            value = helper.get_attribute_value(a)
+            return value.decode() if isinstance(value, bytes) else str(value)
+    return default
+
+
+def _plugin_availability(backend: str) -> tuple[bool, str]:
+    """(available, how or why not) for the torchtrt_ext plugins on ``backend``."""
+    if backend == "tensorrt_rtx":
+        return False, ("TensorRT-RTX aborts the process on any plugin node, so torchtrt_ext never gives it one; "
+                       "use backend='tensorrt' with the plugin library")
+    from torchtrt_ext import _native
+    from torchtrt_ext.errors import LibraryNotFoundError, MissingDependencyError
+
+    try:
+        return True, f"C++ plugin library {_native.plugin_library_path()}"
+    except LibraryNotFoundError as exc:
+        cpp_missing = str(exc)
+    try:
+        from torchtrt_ext.backend.adapter import backend_available
+        from torchtrt_ext.backend.plugins import python_plugins_entry
+
+        if backend_available("tensorrt"):
+            python_plugins_entry()
+            return True, "Python plugins (tensorrt.plugin)"
+        python_missing = "tensorrt is not importable"
+    except MissingDependencyError as exc:
+        python_missing = str(exc)
+    return False, (f"build the C++ plugin library ({cpp_missing.split('. Remedy: ')[-1]}), or install TensorRT >= 10.6 "
+                   f"for the Python plugins ({python_missing.split('. Expected')[0]})")
+
+
+def _custom_findings(nodes: list[onnx.NodeProto], backend: str) -> list[Finding]:
+    if not nodes:
+        return []
+    from torchtrt_ext.ops import registered_ops
+
+    known_ops = registered_ops()
+    available, how = _plugin_availability(backend)
+    findings = []
+    for node in nodes:
+        name = node.name or f"<unnamed {node.op_type}>"
+        if node.domain == DOMAIN:
+            known = node.op_type in known_ops
+            version, namespace = _attr(node, "plugin_version", "?"), _attr(node, "plugin_namespace", "?")
+            plugin = f"plugin {node.op_type} v{version} ({namespace})"
+            if available and known:
+                findings.append(Finding(name, node.op_type, node.domain, "plugin available", False, f"{plugin}: {how}"))
+                continue
+            why = how if known else f"{node.op_type} is not a torchtrt_ext op defined in this process"
+            findings.append(Finding(name, node.op_type, node.domain, "plugin missing", True, f"{plugin}: {why}",
+                                    _custom_op_remedies(node, backend, known, why)))
+        else:
+            why = (f"TensorRT looks for a plugin creator named {node.op_type!r} (plugin_version, plugin_namespace "
+                   "attributes); torchtrt_ext cannot tell whether one will be loaded")
+            findings.append(Finding(name, node.op_type, node.domain or "ai.onnx", "unknown custom op", True, why,
+                                    _custom_op_remedies(node, backend, False, f"load a library registering "
+                                                        f"{node.op_type!r}, or write one (IPluginV3)")))
+    return findings
+
+
+# ------------------------------------------------------------------------------------------------ standard nodes
+def _without_custom_nodes(model: onnx.ModelProto, custom: list[onnx.NodeProto]) -> onnx.ModelProto:
+    """A copy where each custom node is cut out: its outputs become graph inputs (typed by shape inference)."""
+    from torchtrt_ext.passes.shapes import infer_shapes
+
+    try:
+        inferred = infer_shapes(model)
+    except Exception:  # noqa: BLE001 - an unknown custom op can trip inference; cut with what we know
+        inferred = model
+    types = {v.name: v for v in list(inferred.graph.value_info) + list(inferred.graph.output) + list(inferred.graph.input)}
+    cut = {id(n) for n in custom}
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    keep = [n for n in model.graph.node if id(n) not in cut]
+    new_inputs = []
+    for node in (n for n in model.graph.node if id(n) in cut):
+        for index, name in enumerate(node.output):
+            if not name:
+                continue
+            if name in types and types[name].type.tensor_type.HasField("shape"):
+                info = onnx.ValueInfoProto()
+                info.CopyFrom(types[name])
+            else:  # unknown shape: assume the first input's type (exact for elementwise ops such as L2Norm)
+                source = types.get(node.input[0]) if node.input else None
+                info = helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None)
+                if source is not None:
+                    info.type.CopyFrom(source.type)
+                info.name = name
+            new_inputs.append(info)
+    del out.graph.node[:]
+    out.graph.node.extend(keep)
+    out.graph.input.extend(new_inputs)
+    kept_outputs = [o for o in out.graph.output if o.name not in {i.name for i in new_inputs}]
+    del out.graph.output[:]
+    out.graph.output.extend(kept_outputs)
+    del out.opset_import[:]
+    out.opset_import.extend(e for e in model.opset_import if e.domain in ("", "ai.onnx"))
+    return out
+
+
+def _quiet_logger(trt: Any) -> Any:
+    """An ILogger sending TensorRT's messages to DEBUG on the torchtrt_ext logger."""
+
+    class _Quiet(trt.ILogger):  # type: ignore[misc, name-defined]
+        def __init__(self) -> None:
+            trt.ILogger.__init__(self)
+
+        def log(self, severity: Any, msg: str) -> None:
+            LOGGER.debug("doctor: TensorRT: %s", msg)
+
+    return _Quiet()
+
+
+def _parser_findings(model: onnx.ModelProto, backend: str) -> tuple[list[Finding], str]:
+    from torchtrt_ext.backend import assert_plugin_free, load_backend
+
+    api = load_backend(backend)
+    assert_plugin_free(model, api)  # last line of defence: RTX must never see a plugin node
+    logger = _quiet_logger(api.trt)  # parse errors are the expected answer here, not log noise
+    builder = api.trt.Builder(logger)
+    network = builder.create_network(0)
+    parser = api.trt.OnnxParser(network, logger)
+    findings = []
+    if not parser.parse(model.SerializeToString()):
+        for i in range(parser.num_errors):
+            error = parser.get_error(i)
+            index = error.node()
+            node = model.graph.node[index] if 0 <= index < len(model.graph.node) else None
+            name = error.node_name() or (node.name if node is not None else "") or f"#{index}"
+            op_type = error.node_operator() or (node.op_type if node is not None else "?")
+            desc = error.desc().strip()
+            desc = f": {desc}" if desc and desc != "false" else ""  # the op checkers say just "false"
+            findings.append(Finding(name, op_type, "", "unsupported", True,
+                                    f"{api.name} {api.version} ONNX parser: {error.code().name}{desc}",
+                                    _standard_op_remedies(op_type, f"{api.name} {api.version} rejects it")))
+    return findings, f"the {api.name} {api.version} ONNX parser"
+
+
+def _table_findings(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> list[Finding]:
+    findings = []
+    for node in nodes:
+        status = table.status(node.op_type)
+        if status not in ("unsupported", "unknown"):
+            continue
+        detail = ("not supported" if status == "unsupported" else
+                  f"not in the support table (an operator newer than opset {table.MAX_OPSET}?)")
+        findings.append(Finding(node.name or f"<unnamed {node.op_type}>", node.op_type, "", "unsupported", True,
+                                f"{detail} ({table.TABLE_SOURCE})",
+                                _standard_op_remedies(node.op_type, "the table says it is unsupported")))
+    return findings
+
+
+def _default_opset(model: onnx.ModelProto) -> int | None:
+    return next((e.version for e in model.opset_import if e.domain in ("", "ai.onnx")), None)
+
+
+def report(model: onnx.ModelProto, backend: str = "tensorrt", *, checker: str = "auto") -> DoctorReport:
+    """Diagnose ``model`` for ``backend`` ("tensorrt" or "tensorrt_rtx").
+
+    Args:
+        model: the ONNX model (not modified).
+        backend: the TensorRT flavour to check against. Default: "tensorrt".
+        checker: "parser" (the backend's ONNX parser; raises MissingDependencyError when it is not installed),
+            "table" (``passes.trt_op_support``), or "auto" (the parser when installed, else the table). Default: "auto".
+
+    Returns:
+        a DoctorReport; print it (``to_table``) or serialize it (``to_json``). ``report.ok`` is True when nothing
+        blocks the build.
+    """
+    from torchtrt_ext.backend.adapter import backend_available, check_backend_name
+    from torchtrt_ext.backend.plugins import all_nodes, non_standard_nodes
+    from torchtrt_ext.errors import InvalidInputError, failure
+
+    check_backend_name(backend)
+    if checker not in CHECKERS:
+        raise InvalidInputError(failure(f"checker={checker!r} is not a checker", f"one of {CHECKERS}",
+                                        "pass checker='auto'"))
+    custom = non_standard_nodes(model)
+    custom_ids = {id(n) for n in custom}
+    standard = [n for n in all_nodes(model) if id(n) not in custom_ids]
+    opset = _default_opset(model)
+    use_parser = checker == "parser" or (checker == "auto" and backend_available(backend))
+    top_level = {id(n) for n in model.graph.node}
+    if use_parser and all(id(n) in top_level for n in custom):
+        findings, checked_with = _parser_findings(_without_custom_nodes(model, custom), backend)
+    else:
+        if use_parser and checker == "parser":
+            LOGGER.info("doctor: custom nodes inside subgraphs cannot be cut out; using the op-support table")
+        findings, checked_with = _table_findings(model, standard), f"the op-support table ({table.TABLE_SOURCE})"
+        if opset is not None and opset > table.MAX_OPSET:
+            findings.insert(0, Finding("<model>", "opset", "", "opset", False,
+                                       f"opset {opset} is newer than the table's TensorRT 10.x (<= {table.MAX_OPSET}); "
+                                       "TensorRT 11 parses up to 25",
+                                       ("a newer TensorRT, or re-export with opset_version <= 20",)))
+    rejected = {f.node for f in findings if f.problem}
+    native = collections.Counter(n.op_type for n in standard if (n.name or f"<unnamed {n.op_type}>") not in rejected)
+    result = DoctorReport(backend, checked_with, len(list(all_nodes(model))), opset,
+                          findings + _custom_findings(custom, backend), dict(sorted(native.items())))
+    LOGGER.info("doctor: %d problem(s) for %s (checked with %s)", len(result.problems), backend, checked_with)
+    return result
