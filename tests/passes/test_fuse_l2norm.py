@@ -248,6 +248,15 @@ def test_near_misses_are_left_exactly_as_exported(exporter, opset):
             assert not report.unfused, (name, report.unfused)
 
 
+def test_inputs_l2norm_does_not_take_stay_unfused():
+    double = export(_Fn(SPELLINGS["F.normalize"][0], 1), torch.randn(2, 6, dtype=torch.float64), "legacy", 17)
+    fused, report = fuse_l2norm_with_report(double)
+    assert not report.fused and "float64" in report.unfused[0].reasons[0]
+    rank1 = export(_Fn(SPELLINGS["x/x.norm"][0], 0), torch.randn(6), "legacy", 17)
+    fused, report = fuse_l2norm_with_report(rank1)
+    assert not report.fused and "rank 1" in report.unfused[0].reasons[0]
+
+
 def test_near_miss_reasons_say_why():
     original = export(_Fn(NEAR_MISSES["eps inside the root"]), torch.randn(2, 6), "legacy", 17)
     _, report = fuse_l2norm_with_report(original)

@@ -59,7 +59,7 @@ LOGGER = logging.getLogger("torchtrt_ext")
 NO_CLAMP_EPS = float(np.finfo(np.float32).tiny)
 """eps given to a fused normalization that had no clamp: the smallest normal float32 (see module doc)."""
 
-_FLOAT_TYPES = {np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)}
+_L2NORM_DTYPES = ("float32", "float16", "bfloat16")  # the op's type constraint (ops/l2norm.py SPEC.dtypes)
 _FLOAT_ONNX_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
                      onnx.TensorProto.DOUBLE}
 _REDUCTIONS = ("ReduceL2", "ReduceSumSquare", "ReduceSum")
@@ -384,6 +384,12 @@ def _through_expand(view: _GraphView, node: gs.Node | None, tensor: gs.Tensor, m
 def _finish(view: _GraphView, match: _Match, final: gs.Node, numerator: gs.Tensor) -> _Match:
     match.nodes.append(final)
     match.final = final
+    x = match.x
+    dtype = getattr(x, "dtype", None)
+    if dtype is not None and not any(name in str(dtype) for name in _L2NORM_DTYPES):
+        match.problems.append(f"{x.name!r} is {dtype}; L2Norm takes {', '.join(_L2NORM_DTYPES)}")
+    if x.shape is not None and len(x.shape) < 2:
+        match.problems.append(f"{x.name!r} has rank {len(x.shape)}; L2Norm needs rank >= 2")
     if numerator is not match.x:
         match.problems.append(f"{_label(final)} normalizes {numerator.name!r}, not the reduced tensor {match.x.name!r}")
     return match
