@@ -27,7 +27,7 @@ from torchtrt_ext.backend import builder as _builder
 from torchtrt_ext.backend.adapter import load_backend
 from torchtrt_ext.backend.engine import CorruptEngineError, Engine, EngineMetadata, atomic_write, canonical_json
 from torchtrt_ext.backend.plugins import resolve_plugin_mode
-from torchtrt_ext.backend.profiles import ProfileSpec, normalize_profiles
+from torchtrt_ext.backend.profiles import DEFAULT_MAX_BATCH, ProfileSpec, normalize_profiles
 
 try:
     import fcntl
@@ -158,7 +158,7 @@ def cached_build_engine(onnx_model_or_path: _builder.OnnxSource, *, cache: Cache
                         backend: str = "tensorrt", precision: str = "fp32",
                         profiles: ProfileSpec | Sequence[ProfileSpec] | None = None, workspace: int | None = None,
                         plugins: str = "auto", embed_plugins: bool = False, output_tree: dict[str, Any] | None = None,
-                        max_batch: int = _builder.DEFAULT_MAX_BATCH, **build_options: Any) -> Engine:
+                        max_batch: int = DEFAULT_MAX_BATCH, **build_options: Any) -> Engine:
     """``build_engine`` through the engine cache (same arguments, plus ``cache``: True, False or a folder).
 
     ``build_options`` (``timing_cache``, ``progress``) are passed through and do not change the key.

@@ -73,14 +73,12 @@ def _run_passes(model: onnx.ModelProto, fuse: bool) -> onnx.ModelProto:
     """Fusion hook: ``passes.fuse_l2norm`` when present and ``fuse=True``; logs what it fused."""
     if not fuse:
         return model
-    from torchtrt_ext import passes
-    fuse_with_report = getattr(passes, "fuse_l2norm_with_report", None)
-    if fuse_with_report is None:
-        try:
-            from torchtrt_ext.passes.fuse_l2norm import fuse_l2norm_with_report as fuse_with_report
-        except ImportError:
-            log.debug("no fusion passes available")
-            return model
+    try:
+        from torchtrt_ext.passes.fuse_l2norm import fuse_l2norm_with_report
+    except ImportError:
+        log.debug("no fusion passes available")
+        return model
+    fuse_with_report: Any = fuse_l2norm_with_report
     fused, report = fuse_with_report(model)
     log.info("fusion: %s", report.summary() if hasattr(report, "summary") else report)
     return fused  # type: ignore[no-any-return]

@@ -329,7 +329,8 @@ class TRTModule(torch.nn.Module):
             context.set_tensor_address(info.name, tensor.data_ptr())
         outputs = []
         for info in self.metadata.outputs:
-            shape = tuple(context.get_tensor_shape(info.name))
+            dims = context.get_tensor_shape(info.name)
+            shape = tuple(int(dims[i]) for i in range(len(dims)))
             if any(d < 0 for d in shape):
                 raise EngineCompatibilityError(failure(
                     f"output {info.name!r} has a data-dependent shape {shape}", "outputs whose shapes follow from "

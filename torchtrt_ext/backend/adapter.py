@@ -112,11 +112,18 @@ class TRTApi:
 
         Errors and warnings are also appended to ``records`` (severity, message) so a failed build can quote them.
         """
-        return _make_logger(self.trt, records)
+        logger: trt_t.ILogger = _make_logger(self.trt, records)
+        return logger
 
     def make_progress_monitor(self, stream: Any = None) -> trt_t.IProgressMonitor:
         """An IProgressMonitor printing one stderr line when each top-level build phase starts and finishes."""
-        return _make_progress_monitor(self.trt, stream if stream is not None else sys.stderr)
+        monitor: trt_t.IProgressMonitor = _make_progress_monitor(self.trt, stream if stream is not None else sys.stderr)
+        return monitor
+
+    def dims(self, shape: tuple[int, ...]) -> trt_t.Dims:
+        """A TensorRT Dims from a shape tuple."""
+        dims: trt_t.Dims = self.trt.Dims(list(shape))
+        return dims
 
 
 def _make_logger(trt: Any, records: list[tuple[str, str]] | None) -> Any:
@@ -126,7 +133,7 @@ def _make_logger(trt: Any, records: list[tuple[str, str]] | None) -> Any:
     base: Any = trt.ILogger
     lock = threading.Lock()
 
-    class _Logger(base):  # type: ignore[misc, valid-type]
+    class _Logger(base):  # type: ignore[misc]
         def __init__(self) -> None:
             base.__init__(self)
 
@@ -146,7 +153,7 @@ def _make_progress_monitor(trt: Any, stream: Any) -> Any:
     started: dict[str, float] = {}
     lock = threading.Lock()
 
-    class _Progress(base):  # type: ignore[misc, valid-type]
+    class _Progress(base):  # type: ignore[misc]
         def __init__(self) -> None:
             base.__init__(self)
 

@@ -202,7 +202,8 @@ def _build(api: TRTApi, typed: PrecisionResult, profiles: Sequence[Profile], pla
         opt_profile: trt_t.IOptimizationProfile = builder.create_optimization_profile()
         for name, shape_range in profile.items():
             if name in names:
-                opt_profile.set_shape(name, shape_range.min, shape_range.opt, shape_range.max)
+                opt_profile.set_shape(name, api.dims(shape_range.min), api.dims(shape_range.opt),
+                                      api.dims(shape_range.max))
         config.add_optimization_profile(opt_profile)
 
     cache_path = Path(timing_cache) if timing_cache is not None and not api.is_rtx else None
@@ -249,4 +250,5 @@ def _pin_fp32_layers(api: TRTApi, network: trt_t.INetworkDefinition, fp32_nodes:
 
 def _info(tensor: trt_t.ITensor) -> TensorInfo:
     dtype = TRT_DTYPE_NAMES.get(tensor.dtype.name, tensor.dtype.name.lower())
-    return TensorInfo(tensor.name, dtype, tuple(int(d) for d in tensor.shape))
+    shape = tensor.shape
+    return TensorInfo(tensor.name, dtype, tuple(int(shape[i]) for i in range(len(shape))))

@@ -12,7 +12,8 @@ ONNX types decide what runs in which precision).
 
 How: for each node, the inputs that share the node's output type variable (per the ONNX schema) are its "data"
 inputs; they are cast to the node's compute type, and its outputs take that type. Other inputs (shape tensors, Resize
-scales, indices) keep their type. Float initializers feeding low-precision nodes are converted in place instead of
+scales, indices) keep their type. An op whose ONNX schema (at the model's opset) does not allow the low type, e.g.
+Conv with bfloat16 before opset 22, stays FP32 so the graph remains valid ONNX. Float initializers feeding low-precision nodes are converted in place instead of
 cast at run time (values beyond the type's range are clipped, with a warning).
 """
 from __future__ import annotations
@@ -30,9 +31,10 @@ from torchtrt_ext.passes.shapes import infer_shapes
 log = logging.getLogger("torchtrt_ext.backend")
 
 PRECISIONS = ("fp32", "fp16", "bf16", "as_exported")
-_ELEM = {"fp32": TensorProto.FLOAT, "fp16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16}
+_ELEM: dict[str, int] = {"fp32": TensorProto.FLOAT, "fp16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16}
 FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE}
-_TYPE_STR = {TensorProto.FLOAT: "tensor(float)", TensorProto.FLOAT16: "tensor(float16)",
+_SUFFIX: dict[int, str] = {TensorProto.FLOAT: "fp32", TensorProto.FLOAT16: "fp16", TensorProto.BFLOAT16: "bf16"}
+_TYPE_STR: dict[int, str] = {TensorProto.FLOAT: "tensor(float)", TensorProto.FLOAT16: "tensor(float16)",
              TensorProto.BFLOAT16: "tensor(bfloat16)", TensorProto.DOUBLE: "tensor(double)"}
 
 # Ops computed in FP32 whatever the precision: accumulations, normalizations, softmax, and range-hungry math.
@@ -145,8 +147,7 @@ def apply_precision(model: onnx.ModelProto, precision: str) -> PrecisionResult:
         key = (name, elem)
         if key in cast_cache:
             return cast_cache[key]
-        suffix = {TensorProto.FLOAT: "fp32", TensorProto.FLOAT16: "fp16", TensorProto.BFLOAT16: "bf16"}[elem]
-        new_name = f"{name}__{suffix}"
+        new_name = f"{name}__{_SUFFIX[elem]}"
         if name in inits and name not in {i.name for i in graph.input}:
             array = numpy_helper.to_array(inits[name]).astype(np.float32)
             if elem == TensorProto.FLOAT16:
@@ -213,7 +214,7 @@ def apply_precision(model: onnx.ModelProto, precision: str) -> PrecisionResult:
     for output in graph.output:
         declared = output.type.tensor_type.elem_type
         if declared in FLOAT_TYPES and current.get(output.name) not in (None, declared):
-            inner = f"{output.name}__{'fp16' if current[output.name] == TensorProto.FLOAT16 else 'lowp'}"
+            inner = f"{output.name}__{_SUFFIX.get(current[output.name], 'lowp')}"
             for node in new_nodes:
                 for k, name in enumerate(node.output):
                     if name == output.name:
