@@ -164,3 +164,18 @@ def test_wrong_decomposition_is_caught_and_named() -> None:
     by_name = {o.name: o for o in report.outputs}
     assert by_name["scaled"].passed and by_name["squashed"].max_abs_diff > 0.1
     assert "squashed" in report.to_table() and "FAIL: max abs diff" in report.to_table()
+
+
+def test_engine_metadata_gives_input_shapes_and_the_gpu() -> None:
+    from types import SimpleNamespace
+
+    from torchtrt_ext.backend import Profile, TensorInfo
+    from torchtrt_ext.validate import input_specs_of, preferred_device
+
+    metadata = SimpleNamespace(inputs=(TensorInfo("x", "float16", (-1, 3, 8, 8)),),
+                               profiles=(Profile({"x": ((1, 3, 8, 8), (4, 3, 8, 8), (8, 3, 8, 8))}),),
+                               build={"precision": "fp16"})
+    fake_trt_module = SimpleNamespace(metadata=metadata)
+    assert input_specs_of(fake_trt_module) == [((4, 3, 8, 8), torch.float16)]  # the first profile's opt shape
+    assert preferred_device(fake_trt_module) == torch.device("cuda")
+    assert preferred_device(Head()) == torch.device("cpu") and preferred_device(lambda x: x) is None

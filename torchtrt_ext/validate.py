@@ -290,11 +290,20 @@ def _as_tuple(inputs: Any) -> tuple[torch.Tensor, ...]:
                                     "pass example inputs like (x,) or None to derive them from the model"))
 
 
+def _metadata(obj: Any) -> Any:
+    """The engine metadata of a TRTModule or Engine (anything with ``.metadata.inputs``), else None."""
+    try:
+        metadata = getattr(obj, "metadata", None)
+    except Exception:  # noqa: BLE001 - e.g. a TRTModule without an engine raises from its property
+        return None
+    return metadata if getattr(metadata, "inputs", None) is not None else None
+
+
 def input_specs_of(obj: Any) -> list[tuple[tuple[int, ...], torch.dtype]] | None:
     """Input shapes and dtypes an object declares: an ONNX model's graph inputs or a TRTModule's engine metadata."""
     if isinstance(obj, OnnxRuntimeModule):
         return [(shape, dtype) for _, shape, dtype in obj.input_specs()]
-    metadata = getattr(obj, "metadata", None) or getattr(getattr(obj, "engine", None), "metadata", None)
+    metadata = _metadata(obj)
     if metadata is not None and getattr(metadata, "inputs", None):
         profile = metadata.profiles[0] if getattr(metadata, "profiles", None) else {}
         specs = []
@@ -305,13 +314,14 @@ def input_specs_of(obj: Any) -> list[tuple[tuple[int, ...], torch.dtype]] | None
     return None
 
 
-def _device_of(obj: Any) -> torch.device:
+def preferred_device(obj: Any) -> torch.device | None:
+    """Where ``obj`` wants its inputs: CUDA for an engine (TRTModule), a module's parameter device, else None."""
+    if _metadata(obj) is not None:
+        return torch.device("cuda")  # an engine runs on the GPU
     if isinstance(obj, torch.nn.Module):
         for tensor in list(obj.parameters()) + list(obj.buffers()):
             return tensor.device
-    if getattr(obj, "metadata", None) is not None or getattr(obj, "engine", None) is not None:
-        return torch.device("cuda")  # an engine runs on the GPU
-    return torch.device("cpu")
+    return None
 
 
 def random_like(example: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -348,7 +358,7 @@ def _examples_from(model: Any, compiled: Any, seed: int) -> tuple[torch.Tensor, 
     for source in (compiled, model):
         specs = input_specs_of(source)
         if specs is not None:
-            device = _device_of(model) if isinstance(model, torch.nn.Module) else _device_of(compiled)
+            device = preferred_device(compiled) or preferred_device(model) or torch.device("cpu")
             generator = torch.Generator().manual_seed(seed)
             return tuple(_random(shape, dtype, device, generator) for shape, dtype in specs)
     raise InvalidInputError(failure("validate(inputs=None) cannot tell the input shapes: neither the reference nor "
@@ -441,8 +451,11 @@ def _compare(ref: torch.Tensor, got: Any, atol: float, rtol: float, worst: _Wors
 
 
 def _run(fn: Callable[..., Any], inputs: tuple[torch.Tensor, ...]) -> Any:
+    """Run on copies of the inputs (an in-place model cannot change what the other one sees), placed where ``fn``
+    wants them (the GPU for an engine, a module's parameter device)."""
+    device = preferred_device(fn)
     with torch.no_grad():
-        return fn(*(t.clone() for t in inputs))
+        return fn(*(t.to(device, copy=True) if device is not None else t.clone() for t in inputs))
 
 
 # ------------------------------------------------------------------------------------------------ validate()

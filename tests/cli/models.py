@@ -1,0 +1,35 @@
+"""Models the CLI tests load through model specs (tests.cli.models:<factory>)."""
+from __future__ import annotations
+
+import torch
+
+import torchtrt_ext
+
+
+class TinyHead(torch.nn.Module):
+    """A conv and an L2Norm head: the smallest model with a custom op."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.norm = torchtrt_ext.nn.L2Norm(dim=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.conv(x))
+
+
+def make_head() -> torch.nn.Module:
+    return TinyHead()
+
+
+def not_a_model() -> int:
+    return 3
+
+
+def make_other() -> torch.nn.Module:
+    """Same architecture as make_head, other weights: validation against make_head's export must fail."""
+    model = TinyHead()
+    with torch.no_grad():
+        model.conv.weight.mul_(-1.5)
+    return model

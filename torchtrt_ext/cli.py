@@ -1,0 +1,595 @@
+"""The ``torchtrt-ext`` command: export, build, inspect, validate and bench from a shell.
+
+    torchtrt-ext export  mypkg.models:make_detector --input-shape x:1x3x640x640 -o det.onnx
+    torchtrt-ext inspect det.onnx                      # the doctor report (what TensorRT will make of the graph)
+    torchtrt-ext build   det.onnx -o det.engine --precision fp16 --min-shapes x:1x3x640x640 \\
+                         --opt-shapes x:8x3x640x640 --max-shapes x:16x3x640x640
+    torchtrt-ext inspect det.engine                    # the engine's metadata (target GPU, TensorRT, profiles)
+    torchtrt-ext validate mypkg.models:make_detector det.onnx      # PyTorch vs the export on onnxruntime (CPU)
+    torchtrt-ext validate mypkg.models:make_detector det.engine    # PyTorch vs the engine (needs a GPU runtime)
+    torchtrt-ext bench   mypkg.models:make_detector det.onnx det.engine --torch-compile --input-shape x:8x3x640x640
+
+A model spec is ``package.module:factory`` or ``path/to/file.py:factory``: ``factory`` is an ``nn.Module`` class or a
+function returning a module (called with no arguments), or a module instance. The current directory is importable.
+
+Shapes are written ``name:1x3x224x224``, several separated by commas (trtexec's spelling); ``--input-shape`` also
+accepts a bare ``1x3x224x224`` for the inputs in order. Every subcommand takes ``--json`` (one JSON document on
+stdout) and ``--help``. Errors are one line on stderr ending with the remedy (TensorRT's own messages are mapped to
+the remedies of DESIGN.md §7 by ``TRT_MESSAGE_REMEDIES``).
+
+Exit codes:
+    0  success
+    1  validation failed (an output out of tolerance) or a benchmark candidate failed
+    2  usage or bad input: bad arguments, a missing or unreadable file, a bad shape string, an unknown precision
+    3  a missing dependency or runtime: TensorRT / onnxruntime not installed, no GPU to run an engine, an engine
+       built for another GPU or TensorRT version
+    4  export or engine build failed (the message says why, TensorRT's errors included)
+    5  an unexpected internal error (rerun with --verbose for the traceback)
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import importlib.util
+import json
+import logging
+import os
+import re
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MISSING, EXIT_BUILD, EXIT_INTERNAL = 0, 1, 2, 3, 4, 5
+PROG = "torchtrt-ext"
+ENGINE_MAGIC = b"TTXENG01"
+PRECISIONS = ("fp32", "fp16", "bf16", "as_exported")
+PLUGIN_MODES = ("auto", "cpp", "python", "decompose")
+BACKENDS = ("tensorrt", "tensorrt_rtx")
+DTYPES = ("float32", "float16", "bfloat16")
+
+EPILOG = """exit codes: 0 ok; 1 validation failed or a benchmark candidate failed; 2 usage or bad input (bad arguments,
+missing file, bad shape string, unknown precision); 3 missing dependency or runtime (TensorRT, onnxruntime, a GPU,
+an engine built for another GPU/TensorRT); 4 export or build failed; 5 internal error (rerun with --verbose).
+Errors are printed as one line ending with the remedy."""
+
+#: TensorRT (and ONNX parser) message patterns -> the remedy of DESIGN.md §7. Checked in order, first match wins,
+#: so the more specific patterns come first (a missing plugin also says "No importer registered for op").
+TRT_MESSAGE_REMEDIES: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p, re.IGNORECASE), r) for p, r in (
+    (r"plugin (creator )?not found|could not find (the )?plugin|getPluginCreator|creator .{0,60}not (be )?found"
+     r"|fail(ed)? to load (the )?(plugin )?library|plugin library .{0,40}(not found|fail)",
+     "load the plugin library (--plugins cpp, after building libtorchtrt_ext_plugins.so) and check the node's "
+     "op_type, plugin_version and plugin_namespace; or --plugins decompose"),
+    (r"no importer registered for op|unsupported_node|unsupported onnx (node|op)|unsupported operator",
+     "map the op to supported ONNX ops at export, decompose it (--plugins decompose), or provide a plugin"),
+    (r"could not find any implementation|no implementation (obeys|found|for)",
+     "try --precision fp32, or narrow the dynamic shape range (--min-shapes/--max-shapes)"),
+    (r"compute capability .{0,40}not supported|deserializ|serialization (assertion|error)|version tag|magic tag"
+     r"|built for (another|a different)|incompatible (engine|plan)",
+     "check the plugin's serialized fields; rebuild the engine on the target GPU with this TensorRT version "
+     "(torchtrt-ext build)"),
+    (r"\bnan\b",
+     "a plugin was fed FP16 it does not handle: restrict its formats in supportsFormatCombination, or keep that "
+     "part in FP32 (--precision fp32)"),
+    (r"slow|fall(ing|s)? back to",
+     "narrow the profiles (--min-shapes/--max-shapes) and read the builder warnings"),
+))
+
+
+def remedy_for(message: str) -> str | None:
+    """The DESIGN.md §7 remedy for a TensorRT error message, or None when no pattern matches."""
+    for pattern, remedy in TRT_MESSAGE_REMEDIES:
+        if pattern.search(message):
+            return remedy
+    return None
+
+
+class CliError(Exception):
+    """A failure the command reports as one line with an exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def one_line(message: str, remedy: str | None = None) -> str:
+    """Collapse ``message`` to one line that ends with a remedy (``remedy`` replaces the message's own)."""
+    text = " ".join(part.strip() for part in str(message).splitlines() if part.strip())
+    text = re.sub(r"\s+", " ", text).strip()
+    if remedy is not None:
+        head = text.rsplit(" Remedy:", 1)[0].rstrip(" .")
+        return f"{head}. Remedy: {remedy}"
+    if "Remedy:" not in text:
+        text = text.rstrip(" .") + ". Remedy: rerun with --verbose for the details"
+    return text
+
+
+# ------------------------------------------------------------------------------------------------ parsing helpers
+def parse_shape(text: str) -> tuple[int, ...]:
+    """``"1x3x224x224"`` -> ``(1, 3, 224, 224)``; dims are integers >= 0 separated by 'x'."""
+    parts = text.strip().lower().split("x")
+    if not text.strip() or not all(p.isdigit() for p in parts):
+        raise CliError(f"bad shape {text!r}: expected integers separated by 'x'. Remedy: write it like 1x3x224x224")
+    return tuple(int(p) for p in parts)
+
+
+def parse_named_shapes(text: str, *, allow_unnamed: bool = False) -> dict[str, tuple[int, ...]]:
+    """``"x:1x3x64x64,y:1x8"`` -> ``{"x": (1, 3, 64, 64), "y": (1, 8)}`` (unnamed entries get "#0", "#1", ...)."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for index, item in enumerate(t for t in text.split(",") if t.strip()):
+        name, sep, shape = item.strip().rpartition(":")
+        if not sep and not allow_unnamed:
+            raise CliError(f"bad shape {item!r}: no input name. Remedy: write name:1x3x224x224 (comma-separated "
+                           "for several inputs)")
+        shapes[name if sep else f"#{index}"] = parse_shape(shape)
+    if not shapes:
+        raise CliError(f"bad shape list {text!r}: empty. Remedy: write name:1x3x224x224")
+    return shapes
+
+
+def _shapes_arg(values: Sequence[str] | None, *, allow_unnamed: bool = True) -> dict[str, tuple[int, ...]]:
+    merged: dict[str, tuple[int, ...]] = {}
+    for value in values or ():
+        for name, shape in parse_named_shapes(value, allow_unnamed=allow_unnamed).items():
+            merged[name if not name.startswith("#") else f"#{len(merged)}"] = shape
+    return merged
+
+
+def load_model(spec: str) -> Any:
+    """Import ``module:factory`` or ``file.py:factory`` and return the model (eval mode)."""
+    import torch
+
+    module_name, sep, attr = spec.rpartition(":")
+    if not sep or not module_name or not attr:
+        raise CliError(f"bad model spec {spec!r}. Remedy: write package.module:factory or path/to/file.py:factory")
+    try:
+        if module_name.endswith(".py"):
+            path = Path(module_name)
+            if not path.is_file():
+                raise CliError(f"model file {path} does not exist. Remedy: check the path in {spec!r}")
+            loader = importlib.util.spec_from_file_location(path.stem, path)
+            assert loader is not None and loader.loader is not None
+            module = importlib.util.module_from_spec(loader)
+            loader.loader.exec_module(module)
+        else:
+            if os.getcwd() not in sys.path:
+                sys.path.insert(0, os.getcwd())
+            module = importlib.import_module(module_name)
+    except CliError:
+        raise
+    except ImportError as exc:
+        raise CliError(f"cannot import {module_name!r} ({exc}). Remedy: run from the folder that holds it or set "
+                       "PYTHONPATH; or give path/to/file.py:factory") from None
+    factory = getattr(module, attr, None)
+    if factory is None:
+        raise CliError(f"{module_name} has no {attr!r}. Remedy: name a module class, a function returning a module, "
+                       "or a module instance")
+    model = factory if isinstance(factory, torch.nn.Module) else factory() if callable(factory) else factory
+    if not isinstance(model, torch.nn.Module):
+        raise CliError(f"{spec} gave a {type(model).__name__}, not a torch.nn.Module. Remedy: make the factory "
+                       "return the model")
+    return model.eval()
+
+
+def _dtype(name: str) -> Any:
+    import torch
+
+    return getattr(torch, name)
+
+
+def _is_engine_file(path: Path) -> bool:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(len(ENGINE_MAGIC)) == ENGINE_MAGIC
+    except OSError:
+        return False
+
+
+def _existing(path_text: str, what: str) -> Path:
+    path = Path(path_text)
+    if not path.is_file():
+        raise CliError(f"{what} {path} does not exist. Remedy: check the path")
+    return path
+
+
+def _target_kind(text: str) -> str:
+    """'onnx', 'engine' or 'model' for a positional target."""
+    path = Path(text)
+    if text.endswith(".onnx"):
+        _existing(text, "ONNX file")
+        return "onnx"
+    if path.is_file():
+        if _is_engine_file(path):
+            return "engine"
+        raise CliError(f"{path} is neither an .onnx file nor a torchtrt_ext engine file. Remedy: pass an .onnx "
+                       "file, an engine written by 'torchtrt-ext build', or a model spec module:factory")
+    if ":" in text and not text.endswith((".engine", ".plan", ".trt")):
+        return "model"
+    raise CliError(f"{text} does not exist. Remedy: check the path, or write a model spec as module:factory")
+
+
+def _load_engine_module(path: Path) -> Any:
+    import torch
+
+    from torchtrt_ext.backend import Engine
+    from torchtrt_ext.errors import MissingDependencyError, failure
+
+    engine = Engine.load(path)
+    if not torch.cuda.is_available():
+        raise MissingDependencyError(failure(
+            f"running the engine {path.name} needs a CUDA GPU, and torch sees none", "a machine with a CUDA GPU and "
+            f"the {engine.metadata.backend} runtime", "run it on the target GPU, or validate the ONNX export on "
+            "onnxruntime instead (torchtrt-ext validate MODEL model.onnx)"))
+    try:
+        runtime = importlib.import_module("torchtrt_ext.runtime")
+    except ImportError:
+        raise MissingDependencyError(failure("torchtrt_ext.runtime (TRTModule) is not available in this version",
+                                             "TRTModule", "update torchtrt_ext")) from None
+    return runtime.TRTModule(engine)
+
+
+def _examples(shapes: dict[str, tuple[int, ...]], model: Any, dtype: Any, device: Any) -> tuple[Any, ...] | None:
+    """Random example inputs from --input-shape (named ones ordered like forward's parameters)."""
+    import inspect
+
+    import torch
+
+    if not shapes:
+        return None
+    named = {k: v for k, v in shapes.items() if not k.startswith("#")}
+    if named and isinstance(model, torch.nn.Module):
+        params = list(inspect.signature(model.forward).parameters)
+        unknown = [n for n in named if n not in params]
+        if unknown:
+            raise CliError(f"--input-shape names {unknown}, but {type(model).__name__}.forward takes {params}. "
+                           "Remedy: use the forward parameter names")
+        order = [shapes[p] for p in params if p in named] + [v for k, v in shapes.items() if k.startswith("#")]
+    else:
+        order = list(shapes.values())
+    generator = torch.Generator().manual_seed(0)
+    return tuple(torch.randn(s, generator=generator).to(dtype=dtype, device=device) for s in order)
+
+
+# ------------------------------------------------------------------------------------------------- subcommands
+def cmd_export(args: argparse.Namespace) -> tuple[int, Any, str]:
+    import torchtrt_ext
+
+    shapes = _shapes_arg(args.input_shape)
+    if not shapes:
+        raise CliError("export needs --input-shape. Remedy: add --input-shape x:1x3x224x224 (one per input)")
+    model = load_model(args.model)
+    examples = _examples(shapes, model, _dtype(args.dtype), "cpu")
+    started = time.monotonic()
+    onnx_model = torchtrt_ext.export_onnx(model, examples, args.output, exporter=args.exporter, opset=args.opset,
+                                          dynamic_shapes={} if args.static else None)
+    custom = [n.op_type for n in onnx_model.graph.node if n.domain == "torchtrt_ext"]
+    props = {p.key: p.value for p in onnx_model.metadata_props}
+    data = {"output": str(args.output), "exporter": props.get("torchtrt_ext.exporter"),
+            "inputs": [i.name for i in onnx_model.graph.input], "outputs": [o.name for o in onnx_model.graph.output],
+            "nodes": len(onnx_model.graph.node), "custom_nodes": custom, "seconds": round(time.monotonic() - started, 2)}
+    text = (f"wrote {args.output}: {data['nodes']} nodes, custom nodes {custom or 'none'}, inputs {data['inputs']}, "
+            f"outputs {data['outputs']} ({data['exporter']} exporter, {data['seconds']} s)")
+    return EXIT_OK, data, text
+
+
+def _profiles(args: argparse.Namespace) -> dict[str, tuple[tuple[int, ...], ...]] | None:
+    lo, opt, hi = (parse_named_shapes(v) if v else None for v in (args.min_shapes, args.opt_shapes, args.max_shapes))
+    if lo is None and opt is None and hi is None:
+        return None
+    if opt is not None and lo is None and hi is None:  # trtexec's --shapes: one static profile
+        lo = hi = opt
+    if lo is None or hi is None:
+        raise CliError("--min-shapes and --max-shapes go together (with --opt-shapes, or --opt-shapes alone for a "
+                       "static profile). Remedy: give all three, like trtexec")
+    opt = opt if opt is not None else hi
+    if not set(lo) == set(opt) == set(hi):
+        raise CliError(f"the shape flags name different inputs ({sorted(lo)}, {sorted(opt)}, {sorted(hi)}). "
+                       "Remedy: name the same inputs in --min-shapes, --opt-shapes and --max-shapes")
+    return {name: (lo[name], opt[name], hi[name]) for name in lo}
+
+
+def cmd_build(args: argparse.Namespace) -> tuple[int, Any, str]:
+    onnx_path = _existing(args.onnx, "ONNX file")
+    profiles = _profiles(args)
+    from torchtrt_ext.backend import build_engine
+
+    started = time.monotonic()
+    if not args.no_progress and not args.json:
+        print(f"[torchtrt-ext] building {onnx_path.name} with {args.backend} ({args.precision}, plugins "
+              f"{args.plugins}) ...", file=sys.stderr, flush=True)
+    kwargs: dict[str, Any] = {"backend": args.backend, "precision": args.precision, "profiles": profiles,
+                              "plugins": args.plugins, "progress": not args.no_progress}
+    if args.workspace is not None:
+        kwargs["workspace"] = args.workspace << 20
+    if args.timing_cache is not None:
+        kwargs["timing_cache"] = args.timing_cache
+    engine = build_engine(onnx_path, **kwargs)
+    engine.save(args.output)
+    meta = engine.metadata
+    seconds = round(time.monotonic() - started, 2)
+    data = {"output": str(args.output), "bytes": len(engine.plan), "seconds": seconds, **meta.to_json()}
+    text = (f"wrote {args.output}: {len(engine.plan) / 1e6:.2f} MB, {meta.describe_target()}, precision "
+            f"{meta.build.get('precision')}, plugins {meta.plugin_mode}, {len(meta.profiles)} profile(s), {seconds} s")
+    return EXIT_OK, data, text
+
+
+def _engine_table(meta: Any) -> str:
+    from torchtrt_ext.validate import format_table
+
+    lines = [f"engine for {meta.describe_target()}",
+             f"precision {meta.build.get('precision')}, plugins {meta.plugin_mode} {list(meta.plugins) or ''}".rstrip(),
+             f"built by torchtrt_ext {meta.torchtrt_ext_version or '?'}"]
+    rows = [["input", t.name, t.dtype, "x".join(str(d) for d in t.shape)] for t in meta.inputs]
+    rows += [["output", t.name, t.dtype, "x".join(str(d) for d in t.shape)] for t in meta.outputs]
+    lines.append(format_table(["io", "name", "dtype", "shape (-1: dynamic)"], rows))
+    for index, profile in enumerate(meta.profiles):
+        for name, shape_range in profile.items():
+            lines.append(f"profile {index}: {name}: {shape_range.describe()}")
+    return "\n".join(lines)
+
+
+def cmd_inspect(args: argparse.Namespace) -> tuple[int, Any, str]:
+    path = _existing(args.path, "file")
+    if _is_engine_file(path):
+        from torchtrt_ext.backend import Engine
+
+        meta = Engine.load(path).metadata
+        return EXIT_OK, {"kind": "engine", **meta.to_json()}, _engine_table(meta)
+    import onnx
+
+    try:
+        model = onnx.load(str(path))
+    except Exception as exc:  # noqa: BLE001 - a protobuf DecodeError or similar: not an ONNX file
+        raise CliError(f"{path} is neither an ONNX model nor a torchtrt_ext engine ({type(exc).__name__}). "
+                       "Remedy: pass an .onnx file or an engine written by 'torchtrt-ext build'") from None
+    try:
+        from torchtrt_ext.passes.report import report as doctor
+    except ImportError:
+        from torchtrt_ext.errors import MissingDependencyError, failure
+        raise MissingDependencyError(failure("the doctor report (torchtrt_ext.passes.report) is not available in "
+                                             "this version", "passes.report", "update torchtrt_ext")) from None
+    result = doctor(model, backend=args.backend)
+    data = result.to_json()
+    data = json.loads(data) if isinstance(data, str) else data
+    return EXIT_OK, {"kind": "onnx", **data} if isinstance(data, dict) else data, result.to_table()
+
+
+def _runnable(text: str, device: Any, dtype: Any) -> tuple[str, Any]:
+    kind = _target_kind(text)
+    if kind == "onnx":
+        from torchtrt_ext.validate import OnnxRuntimeModule
+
+        return kind, OnnxRuntimeModule(text)
+    if kind == "engine":
+        return kind, _load_engine_module(Path(text))
+    return kind, load_model(text).to(device=device, dtype=dtype)
+
+
+def _device(choice: str, kinds: Sequence[str]) -> Any:
+    import torch
+
+    from torchtrt_ext.errors import MissingDependencyError
+
+    if "engine" in kinds and not torch.cuda.is_available():
+        raise MissingDependencyError(
+            "running an engine needs a CUDA GPU, and torch sees none. Remedy: run it on the target GPU, or compare "
+            "with the ONNX export on onnxruntime instead (torchtrt-ext validate MODEL model.onnx)")
+    if choice == "auto":
+        return torch.device("cuda" if "engine" in kinds or torch.cuda.is_available() else "cpu")
+    if choice not in ("cpu", "cuda") and not re.fullmatch(r"cuda:\d+", choice):
+        raise CliError(f"--device {choice!r} is not a device. Remedy: use cpu, cuda or cuda:N")
+    if choice.startswith("cuda") and not torch.cuda.is_available():
+        raise MissingDependencyError(f"--device {choice} but torch sees no CUDA GPU. Remedy: use --device cpu")
+    return torch.device(choice)
+
+
+def cmd_validate(args: argparse.Namespace) -> tuple[int, Any, str]:
+    from torchtrt_ext.validate import validate
+
+    if args.precision is not None and args.precision not in ("fp32", "fp16", "bf16"):
+        raise CliError(f"unknown precision {args.precision!r}. Remedy: use fp32, fp16 or bf16")
+    shapes = _shapes_arg(args.input_shape)
+    kinds = [_target_kind(args.reference), _target_kind(args.candidate)]
+    device = _device(args.device, kinds)
+    dtype = _dtype(args.dtype)
+    _, reference = _runnable(args.reference, device, dtype)
+    _, candidate = _runnable(args.candidate, device, dtype)
+    examples = _examples(shapes, reference, dtype, device)
+    report = validate(reference, candidate, examples, trials=args.trials, atol=args.atol, rtol=args.rtol,
+                      precision=args.precision, seed=args.seed)
+    report = dataclasses.replace(report, reference=args.reference, candidate=args.candidate)
+    return (EXIT_OK if report.passed else EXIT_FAILED), report.to_json(), report.to_table()
+
+
+def cmd_bench(args: argparse.Namespace) -> tuple[int, Any, str]:
+    import torch
+
+    from torchtrt_ext.bench import benchmark
+    from torchtrt_ext.validate import input_specs_of
+
+    kinds = [_target_kind(t) for t in args.targets]
+    device = _device(args.device, kinds)
+    dtype = _dtype(args.dtype)
+    candidates: dict[str, Any] = {}
+    for text, kind in zip(args.targets, kinds):
+        _, runnable = _runnable(text, device, dtype)
+        candidates[f"{text} (onnxruntime)" if kind == "onnx" else text] = runnable
+        if kind == "model" and args.torch_compile:
+            candidates[f"{text} (torch.compile)"] = torch.compile(runnable)
+    shapes = _shapes_arg(args.input_shape)
+    first_model = next((c for c, k in zip(candidates.values(), kinds) if k == "model"), None)
+    examples = _examples(shapes, first_model, dtype, device)
+    if examples is None:
+        specs = next((s for s in (input_specs_of(c) for c in candidates.values()) if s), None)
+        if specs is None:
+            raise CliError("bench cannot tell the input shapes. Remedy: add --input-shape x:1x3x224x224")
+        generator = torch.Generator().manual_seed(0)
+        examples = tuple(torch.randn(s, generator=generator).to(dtype=d if d.is_floating_point else dtype,
+                                                                device=device) for s, d in specs)
+    report = benchmark(candidates, examples, warmup=args.warmup, iters=args.iters, device=device)
+    return (EXIT_FAILED if report.failed else EXIT_OK), report.to_json(), report.to_table()
+
+
+# ---------------------------------------------------------------------------------------------------- the parser
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit 2) ending with the remedy."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{self.prog}: error: {one_line(message).split('. Remedy:')[0]}. "
+                         f"Remedy: see '{self.prog} --help'\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout instead of text")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging and tracebacks on errors")
+
+
+def _add_inputs(p: argparse.ArgumentParser, required: bool = False) -> None:
+    p.add_argument("--input-shape", action="append", metavar="NAME:SHAPE", required=required,
+                   help="input shape like x:1x3x224x224 (repeat or comma-separate for several inputs; a bare "
+                        "1x3x224x224 means the next input in order)")
+    p.add_argument("--dtype", choices=DTYPES, default="float32", help="dtype of the random inputs (default float32)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Export, build, inspect, validate and benchmark torchtrt_ext models.",
+                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    kw: dict[str, Any] = {"epilog": EPILOG, "formatter_class": argparse.RawDescriptionHelpFormatter}
+
+    p = sub.add_parser("export", help="PyTorch model -> ONNX (custom ops as torchtrt_ext nodes)",
+                       description="Export a model (module:factory) to ONNX with dynamic batch.", **kw)
+    p.add_argument("model", help="model spec: package.module:factory or path/to/file.py:factory")
+    _add_inputs(p)
+    p.add_argument("-o", "--output", required=True, help="path of the .onnx file to write")
+    p.add_argument("--exporter", choices=("auto", "dynamo", "legacy"), default="auto", help="default auto")
+    p.add_argument("--opset", type=int, default=None, help="ONNX opset (default 18)")
+    p.add_argument("--static", action="store_true", help="all dims static (default: batch dynamic)")
+    _add_common(p)
+    p.set_defaults(handler=cmd_export)
+
+    p = sub.add_parser("build", help="ONNX -> engine file", description="Build an engine from an ONNX file.", **kw)
+    p.add_argument("onnx", help="the .onnx file")
+    p.add_argument("-o", "--output", required=True, help="path of the engine file to write")
+    p.add_argument("--backend", choices=BACKENDS, default="tensorrt", help="default tensorrt")
+    p.add_argument("--precision", choices=PRECISIONS, default="fp32", help="default fp32")
+    p.add_argument("--plugins", choices=PLUGIN_MODES, default="auto",
+                   help="custom nodes: C++ plugins, Python plugins, or decomposed into standard ops (default auto)")
+    for which in ("min", "opt", "max"):
+        p.add_argument(f"--{which}-shapes", metavar="NAME:SHAPE,...", help=f"{which} shapes of the profile, like "
+                       "x:1x3x64x64,y:1x8 (default: batch 1..32 around the graph's shapes)")
+    p.add_argument("--workspace", type=int, metavar="MiB", help="workspace cap in MiB (default 4096)")
+    p.add_argument("--timing-cache", metavar="PATH", help="TensorRT timing cache file, read and written back")
+    p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
+    _add_common(p)
+    p.set_defaults(handler=cmd_build)
+
+    p = sub.add_parser("inspect", help="ONNX -> the doctor report; engine -> its metadata",
+                       description="Report what TensorRT will make of an ONNX graph, or show an engine's metadata.",
+                       **kw)
+    p.add_argument("path", help="an .onnx file or an engine file")
+    p.add_argument("--backend", choices=BACKENDS, default="tensorrt", help="backend the report is for")
+    _add_common(p)
+    p.set_defaults(handler=cmd_inspect)
+
+    p = sub.add_parser("validate", help="compare a candidate with a reference on random inputs",
+                       description="Run REFERENCE and CANDIDATE on the same random inputs and compare every output. "
+                                   "ONNX files run on onnxruntime (CPU); engines need a GPU and a TensorRT runtime.",
+                       **kw)
+    p.add_argument("reference", help="model spec (module:factory) or .onnx file")
+    p.add_argument("candidate", help=".onnx file (onnxruntime) or engine file")
+    _add_inputs(p)
+    p.add_argument("--trials", type=int, default=3, help="input sets (default 3)")
+    p.add_argument("--atol", type=float, help="absolute tolerance (default by precision)")
+    p.add_argument("--rtol", type=float, help="relative tolerance (default by precision)")
+    p.add_argument("--precision", help="fp32, fp16 or bf16: picks the default tolerances (default: inferred)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--device", default="auto", help="cpu or cuda (default: cuda for engines, else cpu if no GPU)")
+    _add_common(p)
+    p.set_defaults(handler=cmd_validate)
+
+    p = sub.add_parser("bench", help="time models, ONNX files and engines side by side",
+                       description="Benchmark every TARGET on the same inputs: CUDA events on a GPU, a labelled "
+                                   "host timer on the CPU.", **kw)
+    p.add_argument("targets", nargs="+", help="model specs, .onnx files (onnxruntime) and engine files")
+    _add_inputs(p)
+    p.add_argument("--torch-compile", action="store_true", help="add a torch.compile row for each model spec")
+    p.add_argument("--warmup", type=int, default=50, help="untimed runs per target (default 50)")
+    p.add_argument("--iters", type=int, default=200, help="timed runs per target (default 200)")
+    p.add_argument("--device", default="auto", help="cpu or cuda (default: cuda when torch sees a GPU)")
+    _add_common(p)
+    p.set_defaults(handler=cmd_bench)
+    return parser
+
+
+# ------------------------------------------------------------------------------------------------------- main
+def _exit_code(exc: BaseException) -> int:
+    from torchtrt_ext import errors
+
+    if isinstance(exc, CliError):
+        return exc.code
+    try:
+        from torchtrt_ext.backend.engine import CorruptEngineError
+        if isinstance(exc, CorruptEngineError):
+            return EXIT_USAGE
+    except ImportError:  # pragma: no cover
+        pass
+    if isinstance(exc, (errors.MissingDependencyError, errors.LibraryNotFoundError, errors.EngineCompatibilityError)):
+        return EXIT_MISSING
+    if isinstance(exc, (errors.ExportError, errors.BuildError)):
+        return EXIT_BUILD
+    if isinstance(exc, (errors.InvalidInputError, errors.InvalidAttributeError, FileNotFoundError)):
+        return EXIT_USAGE
+    if isinstance(exc, errors.TorchTRTExtError):
+        return EXIT_BUILD
+    return EXIT_INTERNAL
+
+
+def _setup_logging(verbose: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(f"{PROG}: %(levelname)s: %(message)s"))
+    root = logging.getLogger("torchtrt_ext")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbose else logging.WARNING)
+    root.propagate = False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (the console script exits with it)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error already printed on one line (2)
+        return int(exc.code or 0)
+    _setup_logging(args.verbose)
+    try:
+        code, data, text = args.handler(args)
+    except KeyboardInterrupt:
+        print(f"{PROG} {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the boundary: every error becomes one line and an exit code
+        code = _exit_code(exc)
+        message = str(exc) or type(exc).__name__
+        if code == EXIT_INTERNAL:
+            message = f"{type(exc).__name__}: {message}"
+        line = one_line(message, remedy_for(message) if code in (EXIT_BUILD, EXIT_MISSING) else None)
+        if args.verbose:
+            traceback.print_exc()
+        print(f"{PROG} {args.command}: error: {line}", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"ok": False, "exit_code": code, "error": line}))
+        return code
+    if args.json:
+        print(json.dumps(data, indent=2, default=str, allow_nan=False))
+    else:
+        print(text)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
