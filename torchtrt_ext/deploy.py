@@ -239,7 +239,10 @@ def triton_repository(engine: EngineSource, path: str | os.PathLike[str], name: 
         max_batch_size: see ``triton_config``.
         plugin_library: the plugin library to ship. Default None: the built ``libtorchtrt_ext_plugins.so`` when the
             engine needs plugins (``engine.metadata.plugins``), nothing otherwise.
-        dynamic_batching, preferred_batch_sizes, max_queue_delay_microseconds, instance_count: see ``triton_config``.
+        dynamic_batching: see ``triton_config``. Default True.
+        preferred_batch_sizes: see ``triton_config``. Default None.
+        max_queue_delay_microseconds: see ``triton_config``. Default 100.
+        instance_count: see ``triton_config``. Default 1.
         version: the model version folder. Default 1.
         print_command: print the command line. Default True.
 
