@@ -3,17 +3,12 @@
 The L2Norm op computes ``y = x / max(||x||_2 over axis, eps)`` (``F.normalize`` semantics). Recognized graphs,
 as the legacy (TorchScript) and dynamo exporters emit them at opsets 17-21 (``x`` is the same tensor throughout):
 
-=====================================  =====================================================  ==================
-PyTorch                                ONNX                                                   L2Norm eps
-=====================================  =====================================================  ==================
-``x / x.norm(dim, keepdim=True)``      ReduceL2 -> Div                                        smallest normal
-``torch.linalg.vector_norm`` (same)    ReduceL2 -> Div                                        smallest normal
-``F.normalize(x, dim=dim, eps=e)``     ReduceL2 -> Clip(min=e) -> Expand -> Div               e
-``x / norm.clamp(min=e)``              ReduceL2 -> Clip(min=e) | Max(e) -> Div                e
-``x / (x*x).sum(d, True).sqrt()``      Mul(x,x) | Pow(x,2) -> ReduceSum -> Sqrt -> Div        smallest normal
-``x * torch.rsqrt((x*x).sum(...))``    ... -> ReduceSum -> Sqrt -> Reciprocal | Div(1, .) -> Mul  smallest normal
-``x * rsqrt(s.clamp(min=e*e))``        ... -> ReduceSum -> Clip(min=e*e) -> Sqrt -> ...       e (= sqrt(e*e))
-=====================================  =====================================================  ==================
+- ``x / x.norm(dim, keepdim=True)``, ``x / torch.linalg.vector_norm(...)``: ReduceL2 -> Div (eps: no clamp, below)
+- ``F.normalize(x, dim=d, eps=e)``: ReduceL2 -> Clip(min=e) -> Expand -> Div (eps = e)
+- ``x / x.norm(...).clamp(min=e)``, ``torch.maximum(norm, e)``: ReduceL2 -> Clip(min=e) | Max(e) -> Div (eps = e)
+- ``x / (x*x).sum(d, keepdim=True).sqrt()``: Mul(x,x) | Pow(x,2) -> ReduceSum -> Sqrt -> Div (no clamp)
+- ``x * torch.rsqrt((x*x).sum(d, keepdim=True))``: ... -> ReduceSum -> Sqrt -> Reciprocal | Div(1, .) -> Mul (no clamp)
+- ``x * torch.rsqrt(s.clamp(min=e*e))``: ... -> ReduceSum -> Clip(min=e*e) -> Sqrt -> ... (eps = sqrt(e*e) = e)
 
 Also accepted on the way: Cast nodes to a float type around the reduction (the dynamo exporter upcasts FP16 sums to
 FP32; L2Norm accumulates in FP32 anyway), ReduceSumSquare for the sum of squares, an Expand whose target shape is
@@ -34,7 +29,9 @@ Semantics kept, and where they are not:
 Never fused (reported as near misses when the rest of the chain is an L2 normalization): a reduction over several or
 all axes, ``keepdims=0``, an intermediate tensor (norm, clamp, sum, square...) with another consumer or that is a
 graph output, a numerator that is not the normalized tensor, a clamp with an upper bound, an Expand whose target
-cannot be proven to be ``x``'s shape. p != 2 norms (ReduceL1, Pow(x, 3)...) never start a match.
+cannot be proven to be ``x``'s shape, an input L2Norm does not take (float64, rank < 2). p != 2 norms (ReduceL1,
+Pow(x, 3)...) never start a match, and a norm that goes through other ops (Unsqueeze after keepdim=False, an Add of
+eps to the norm) is simply not matched.
 
 onnx-graphsurgeon finds the patterns; the rewrite is then applied to a copy of the ModelProto (each matched chain
 replaced by its L2Norm node in place, then the constants and shape nodes only it used removed), not by re-exporting
