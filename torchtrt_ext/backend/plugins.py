@@ -150,14 +150,14 @@ def resolve_plugin_mode(requested: str, api: TRTApi, model: onnx.ModelProto) -> 
         library = _native.plugin_library_path()  # LibraryNotFoundError carries the build remedy
         return PluginPlan("cpp", library, file_sha256(library), ops)
     if requested == "python":
-        python_plugins_entry()  # raises with the reason when unavailable
+        _register_python_once()  # raises with the reason when unavailable (no tensorrt.plugin, ...)
         return PluginPlan("python", ops=ops)
     # auto on a plugin-capable backend: C++ if built, else Python
     try:
         library = _native.plugin_library_path()
     except LibraryNotFoundError as cpp_error:
         try:
-            python_plugins_entry()
+            _register_python_once()
         except TorchTRTExtError as py_error:
             raise BuildError(failure(
                 f"plugins='auto' found no way to run {', '.join(o[0] for o in ops)} on {api.name}: C++: {cpp_error} "
