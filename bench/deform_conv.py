@@ -4,7 +4,9 @@
 
 Cases follow shared/anchors/dcn_h200.md (3x3, padding 1, one offset group, offsets with sigma = 2 pixels, random
 mask). Methods:
-  ours        torchtrt_ext's CUDA path: the sampling kernel (csrc/kernels/deform_conv2d.cu) + cuBLAS (torch.matmul)
+  ours        torchtrt_ext's CUDA path: the sampling kernel (csrc/kernels/deform_conv2d.cu) + cuBLAS (torch.matmul);
+              in float32 the default error-compensated TF32 GEMM ("3xTF32", FP32-level error; see rel err)
+  ours_sgemm  float32 only: the same with a plain FP32 SGEMM (FP32_GEMM="sgemm")
   ours_im2col the sampling kernel alone (the part of `ours` that is not the GEMM)
   torchvision torchvision.ops.deform_conv2d on CUDA
   eager       torchtrt_ext's PyTorch math (torch_deform_conv2d, gather-based, FP32; what runs without the kernel)
@@ -20,6 +22,7 @@ import json
 import torch
 import torch.nn.functional as F
 
+from torchtrt_ext.ops import _deform_conv2d_cuda
 from torchtrt_ext.ops._deform_conv2d_cuda import deform_conv2d_cuda, im2col_cuda
 from torchtrt_ext.ops.deform_conv2d import torch_deform_conv2d
 
@@ -75,8 +78,18 @@ def main() -> None:
             wt = (torch.randn(cout, cin, 3, 3, device="cuda", generator=gen) * 0.05).to(dt)
             b = torch.randn(cout, device="cuda", generator=gen).to(dt)
             ref = tv_deform_conv2d(x.double(), off.double(), wt.double(), b.double(), padding=1, mask=msk.double())
+            ours = lambda: deform_conv2d_cuda(x, off, wt, b, msk, (1, 1), (1, 1), (1, 1), 1, 1)  # noqa: E731
+
+            def ours_sgemm() -> torch.Tensor:
+                previous, _deform_conv2d_cuda.FP32_GEMM = _deform_conv2d_cuda.FP32_GEMM, "sgemm"
+                try:
+                    return ours()
+                finally:
+                    _deform_conv2d_cuda.FP32_GEMM = previous
+
             methods = {
-                "ours": (lambda: deform_conv2d_cuda(x, off, wt, b, msk, (1, 1), (1, 1), (1, 1), 1, 1), args.reps),
+                "ours": (ours, args.reps),
+                **({"ours_sgemm": (ours_sgemm, args.reps)} if dt == torch.float32 else {}),
                 "ours_im2col": (lambda: im2col_cuda(x, off, msk, (3, 3), (1, 1), (1, 1), (1, 1), 1), args.reps),
                 "torchvision": (lambda: tv_deform_conv2d(x, off, wt, b, padding=1, mask=msk), args.reps),
                 "eager": (lambda: torch_deform_conv2d(x, off, wt, b, msk, (1, 1), (1, 1), (1, 1), 1, 1),
@@ -90,7 +103,7 @@ def main() -> None:
                     torch.cuda.synchronize()
                     p50, p95 = timer(fn, reps)
                     row[method] = {"p50_us": round(p50, 1), "p95_us": round(p95, 1)}
-                    if method not in ("ours_im2col", "conv"):
+                    if method not in ("ours_im2col", "conv"):  # conv has no offsets: no reference
                         row[method]["rel_err"] = float(f"{rel_error(out, ref):.2e}")
                 except Exception as exc:  # noqa: BLE001 - report and keep timing the others
                     row[method] = {"error": f"{type(exc).__name__}: {str(exc)[:160]}"}
@@ -107,13 +120,16 @@ def main() -> None:
         ra, rb = row.get(a, {}), row.get(b, {})
         return f"{ra['p50_us'] / rb['p50_us']:.2f}" if "p50_us" in ra and "p50_us" in rb else "n/a"
 
-    print("\n| case | dtype | ours µs p50/p95 | ours im2col | torchvision | eager | conv2d | tv/ours | ours/conv | "
-          "ours rel err | tv rel err |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\nµs as p50 / p95; tv/ours = torchvision time / ours (higher is better)")
+    print("| case | dtype | ours | ours_sgemm | ours im2col | torchvision | eager | conv2d | tv/ours | tv/ours_sgemm | "
+          "ours/conv | ours rel err | sgemm rel err | tv rel err |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['case']} | {r['dtype']} | {us(r, 'ours')} | {us(r, 'ours_im2col')} | {us(r, 'torchvision')} | "
-              f"{us(r, 'eager')} | {us(r, 'conv')} | {ratio(r, 'torchvision', 'ours')} | {ratio(r, 'ours', 'conv')} | "
-              f"{r.get('ours', {}).get('rel_err', 'n/a')} | {r.get('torchvision', {}).get('rel_err', 'n/a')} |")
+        print(f"| {r['case']} | {r['dtype']} | {us(r, 'ours')} | {us(r, 'ours_sgemm')} | {us(r, 'ours_im2col')} | "
+              f"{us(r, 'torchvision')} | {us(r, 'eager')} | {us(r, 'conv')} | {ratio(r, 'torchvision', 'ours')} | "
+              f"{ratio(r, 'torchvision', 'ours_sgemm')} | {ratio(r, 'ours', 'conv')} | "
+              f"{r.get('ours', {}).get('rel_err', 'n/a')} | {r.get('ours_sgemm', {}).get('rel_err', 'n/a')} | "
+              f"{r.get('torchvision', {}).get('rel_err', 'n/a')} |")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@
 // hit L1/L2 because neighbouring pixels sample neighbouring points.
 //
 // Grid: x = pixel tiles, y = (offset group, tap, channel chunk), z = images (the launcher splits batches beyond the
-// grid limit). All arithmetic is FP32; data are float, __half or __nv_bfloat16.
+// grid limit). All arithmetic is FP32; data are float, __half or __nv_bfloat16. The split variant (float only)
+// writes each value twice, as its TF32 part and its FP32 remainder, for an error-compensated TF32 GEMM.
 #include "kernels/deform_conv2d.h"
 
 #include <cuda_bf16.h>
@@ -53,10 +54,15 @@ struct Params {
     int64_t dil_w;
     int64_t offset_groups;
     int64_t channels_per_thread;
-    int64_t chunks;  // ceil(channels / offset_groups / channels_per_thread)
+    int64_t chunks;        // ceil(channels / offset_groups / channels_per_thread)
+    int64_t image_stride;  // elements between two images' column blocks: C*K*P, or 2*C*K*P when split
 };
 
-template <typename T>
+// The TF32 part of v (low 13 mantissa bits cleared: exactly representable in TF32) and the FP32 remainder v - hi
+// (exact). Tensor cores then compute hi*hi, hi*lo and lo*hi with errors near FP32's ("3xTF32").
+__device__ __forceinline__ float tf32High(float v) { return __uint_as_float(__float_as_uint(v) & 0xffffe000u); }
+
+template <typename T, bool kSplit>
 __global__ void __launch_bounds__(kThreads)
     im2colKernel(T const* __restrict__ input, T const* __restrict__ offset, T const* __restrict__ mask,
                  T* __restrict__ columns, Params const p) {
@@ -107,17 +113,24 @@ __global__ void __launch_bounds__(kThreads)
     int64_t const plane = p.height * p.width;
     int64_t const row_stride = taps * pixels;
     T const* src = input + (n * p.channels + c_begin) * plane;
-    T* dst = columns + ((n * p.channels + c_begin) * taps + k) * pixels + pix;
+    T* dst = columns + n * p.image_stride + (c_begin * taps + k) * pixels + pix;
+    int64_t const lo_offset = p.channels * taps * pixels;  // split: the remainders' rows follow the TF32 rows
 #pragma unroll 4
     for (int64_t c = c_begin; c < c_end; ++c) {
         float const v = w00 * toF32(src[i00]) + w01 * toF32(src[i01]) + w10 * toF32(src[i10]) + w11 * toF32(src[i11]);
-        *dst = fromF32<T>(v);
+        if constexpr (kSplit) {
+            float const hi = tf32High(v);
+            dst[0] = hi;
+            dst[lo_offset] = v - hi;
+        } else {
+            *dst = fromF32<T>(v);
+        }
         src += plane;
         dst += row_stride;
     }
 }
 
-template <typename T>
+template <typename T, bool kSplit>
 int32_t im2col(void const* input, void const* offset, void const* mask, void* columns, int64_t n, int64_t channels,
                int64_t height, int64_t width, int64_t kernel_h, int64_t kernel_w, int64_t out_h, int64_t out_w,
                int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dil_h, int64_t dil_w,
@@ -133,7 +146,7 @@ int32_t im2col(void const* input, void const* offset, void const* mask, void* co
     int64_t const taps = kernel_h * kernel_w;
     int64_t const per_group = channels / offset_groups;
     Params p{channels, height, width, kernel_h, kernel_w, out_h, out_w, stride_h, stride_w, pad_h, pad_w,
-             dil_h, dil_w, offset_groups, 32, 0};
+             dil_h, dil_w, offset_groups, 32, 0, (kSplit ? 2 : 1) * channels * kernel_h * kernel_w * out_h * out_w};
     p.channels_per_thread = std::min<int64_t>(p.channels_per_thread, per_group);
     p.chunks = (per_group + p.channels_per_thread - 1) / p.channels_per_thread;
     while (offset_groups * taps * p.chunks > kMaxGridYZ && p.chunks > 1) {  // fold more channels into a thread
@@ -150,10 +163,10 @@ int32_t im2col(void const* input, void const* offset, void const* mask, void* co
     for (int64_t n0 = 0; n0 < n; n0 += kMaxGridYZ) {  // images beyond the grid's z limit: one more launch each
         int64_t const count = std::min<int64_t>(kMaxGridYZ, n - n0);
         dim3 const grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y), static_cast<unsigned>(count));
-        im2colKernel<T><<<grid, kThreads, 0, stream>>>(
+        im2colKernel<T, kSplit><<<grid, kThreads, 0, stream>>>(
             in + n0 * channels * height * width, off + n0 * 2 * offset_groups * taps * pixels,
             msk != nullptr ? msk + n0 * offset_groups * taps * pixels : nullptr,
-            cols + n0 * channels * taps * pixels, p);
+            cols + n0 * p.image_stride, p);
         cudaError_t const status = cudaGetLastError();
         if (status != cudaSuccess) return static_cast<int32_t>(status);
     }
@@ -175,15 +188,19 @@ int32_t im2col(void const* input, void const* offset, void const* mask, void* co
 extern "C" {
 
 TORCHTRT_EXT_API int32_t torchtrt_ext_deform_conv2d_im2col_f32(TORCHTRT_EXT_DCN_ARGS) {
-    return torchtrt_ext::deform_conv2d_detail::im2col<float>(TORCHTRT_EXT_DCN_PASS);
+    return torchtrt_ext::deform_conv2d_detail::im2col<float, false>(TORCHTRT_EXT_DCN_PASS);
+}
+
+TORCHTRT_EXT_API int32_t torchtrt_ext_deform_conv2d_im2col_split_tf32(TORCHTRT_EXT_DCN_ARGS) {
+    return torchtrt_ext::deform_conv2d_detail::im2col<float, true>(TORCHTRT_EXT_DCN_PASS);
 }
 
 TORCHTRT_EXT_API int32_t torchtrt_ext_deform_conv2d_im2col_f16(TORCHTRT_EXT_DCN_ARGS) {
-    return torchtrt_ext::deform_conv2d_detail::im2col<__half>(TORCHTRT_EXT_DCN_PASS);
+    return torchtrt_ext::deform_conv2d_detail::im2col<__half, false>(TORCHTRT_EXT_DCN_PASS);
 }
 
 TORCHTRT_EXT_API int32_t torchtrt_ext_deform_conv2d_im2col_bf16(TORCHTRT_EXT_DCN_ARGS) {
-    return torchtrt_ext::deform_conv2d_detail::im2col<__nv_bfloat16>(TORCHTRT_EXT_DCN_PASS);
+    return torchtrt_ext::deform_conv2d_detail::im2col<__nv_bfloat16, false>(TORCHTRT_EXT_DCN_PASS);
 }
 
 }  // extern "C"

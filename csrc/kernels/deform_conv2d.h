@@ -57,6 +57,14 @@ TORCHTRT_EXT_API int32_t torchtrt_ext_deform_conv2d_im2col_bf16(
     int64_t height, int64_t width, int64_t kernel_h, int64_t kernel_w, int64_t out_h, int64_t out_w,
     int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dil_h, int64_t dil_w,
     int64_t offset_groups, cudaStream_t stream);
+// Same as the f32 launcher, but columns is [n, 2 * channels * K, out_h * out_w]: rows [0, C*K) hold each value's TF32
+// part (the low 13 mantissa bits cleared) and rows [C*K, 2*C*K) the exact FP32 remainder, so that a TF32 tensor-core
+// GEMM over [W_hi, W_hi] x [hi; lo] plus W_lo x hi (split weight) gives FP32-level accuracy ("3xTF32").
+TORCHTRT_EXT_API int32_t torchtrt_ext_deform_conv2d_im2col_split_tf32(
+    void const* input, void const* offset, void const* mask, void* columns, int64_t n, int64_t channels,
+    int64_t height, int64_t width, int64_t kernel_h, int64_t kernel_w, int64_t out_h, int64_t out_w,
+    int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dil_h, int64_t dil_w,
+    int64_t offset_groups, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

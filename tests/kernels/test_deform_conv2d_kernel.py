@@ -67,11 +67,17 @@ def _kernel_library() -> None:
         pytest.skip(f"kernels library not built: {exc}")
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("dtype,fp32_gemm", [(torch.float32, "3xtf32"), (torch.float32, "sgemm"),
+                                              (torch.float16, "-"), (torch.bfloat16, "-")])
 @pytest.mark.parametrize("name", list(CASES))
-def test_kernel_matches_torchvision_float64(name: str, dtype: torch.dtype) -> None:
+def test_kernel_matches_torchvision_float64(name: str, dtype: torch.dtype, fp32_gemm: str,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
     _kernel_library()
+    from torchtrt_ext.ops import _deform_conv2d_cuda
     from torchtrt_ext.ops._deform_conv2d_cuda import deform_conv2d_cuda
+
+    if fp32_gemm != "-":
+        monkeypatch.setattr(_deform_conv2d_cuda, "FP32_GEMM", fp32_gemm)
 
     t = _make(CASES[name])
     ref = _torchvision_f64(t, dtype)
@@ -80,6 +86,8 @@ def test_kernel_matches_torchvision_float64(name: str, dtype: torch.dtype) -> No
                              t["padding"], t["dilation"], t["groups"], t["offset_groups"])
     assert got.dtype == dtype and got.shape == ref.shape
     assert rel_err(got, ref) < TOLERANCES[dtype], name
+    if dtype == torch.float32:  # the TF32 switch is restored after the GEMMs
+        assert torch.get_float32_matmul_precision() == "highest"
     # the public op on CUDA tensors takes the same kernel path without falling back
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -112,6 +120,23 @@ def test_pytorch_implementation_matches_torchvision(name: str) -> None:
     got = torch_deform_conv2d(f64["input"], f64["offset"], f64["weight"], f64["bias"], f64["mask"], t["stride"],
                               t["padding"], t["dilation"], t["groups"], t["offset_groups"])
     assert rel_err(got.double(), ref) < 1e-5
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_split_columns_sum_to_plain_columns(split: bool) -> None:
+    _kernel_library()
+    from torchtrt_ext.ops._deform_conv2d_cuda import im2col_cuda
+
+    t = _make(CASES["groups_offset_groups"])
+    args = (t["input"], t["offset"], t["mask"], (3, 3), t["stride"], t["padding"], t["dilation"], t["offset_groups"])
+    plain = im2col_cuda(*args)
+    if not split:
+        assert plain.shape[1] == t["input"].shape[1] * 9
+        return
+    pair = im2col_cuda(*args, split_tf32=True)
+    hi, lo = pair[:, :plain.shape[1]], pair[:, plain.shape[1]:]
+    assert torch.equal(hi.view(torch.int32) & 0x1FFF, torch.zeros_like(hi, dtype=torch.int32))  # TF32-exact
+    assert (hi + lo - plain).abs().max() <= 1e-6 * plain.abs().max()  # equal up to FMA contraction differences
 
 
 def test_large_batch_is_sliced_and_matches() -> None:
