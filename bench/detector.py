@@ -110,7 +110,9 @@ def run_config(batch: int, dtype: torch.dtype, args: argparse.Namespace, eager: 
     model_err = {name: max_abs_err(eager_m, fn, x) for name, fn in model_rows.items() if name != "eager PyTorch"}
     reference = lambda t: EagerL2Norm()(t.double())  # noqa: E731
     head_err = {name: max_abs_err(reference, fn, feat) for name, fn in head_rows.items() if name != "copy (ceiling)"}
-    print(f"[detector] {label}: {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
+    done = "; ".join(f"{r.group.split()[0]} {r.name} {r.p50_ms:.3f}/{r.p95_ms:.3f} ms" if r.ok else f"{r.name} FAILED"
+                     for rep in (model_report, head_report) for r in rep.rows)
+    print(f"[detector] {label} ({time.monotonic() - started:.1f} s): {done}", file=sys.stderr, flush=True)
     return [model_report, head_report], model_err, head_err | {"bytes": 2 * feat.numel() * feat.element_size()}
 
 
