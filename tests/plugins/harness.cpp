@@ -1400,7 +1400,9 @@ int32_t runGpu(Library const& lib, TestLogger& logger, std::string const& dumpDi
                 std::string const stem = dumpDir + "/case" + std::to_string(index);
                 std::ofstream(stem + "_x.f32", std::ios::binary).write(reinterpret_cast<char const*>(x.data()), static_cast<std::streamsize>(x.size() * 4));
                 std::ofstream(stem + "_y.f32", std::ios::binary).write(reinterpret_cast<char const*>(y.data()), static_cast<std::streamsize>(y.size() * 4));
-                manifest << index << " " << tc.name << " " << k.axis << " " << std::to_string(k.eps) << " " << shapeText(k.shape) << "\n";
+                char eps[32];
+                std::snprintf(eps, sizeof(eps), "%.9g", static_cast<double>(k.eps)); // exact float, not to_string's 6 digits
+                manifest << index << " " << tc.name << " " << k.axis << " " << eps << " " << shapeText(k.shape) << "\n";
             }
             ++index;
         }
