@@ -147,7 +147,9 @@ def _resolve_mode(device: Any, inputs: tuple[Any, ...]) -> tuple[str, str]:
 
 def _time_cuda(fn: Callable[[], Any], iters: int, device: torch.device | None) -> list[float]:
     stream = torch.cuda.current_stream(device)
-    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
+    event = torch.cuda.Event
+    pairs = [(event(enable_timing=True), event(enable_timing=True))  # type: ignore[no-untyped-call]
+             for _ in range(iters)]
     for start, end in pairs:
         start.record(stream)
         fn()
@@ -198,7 +200,7 @@ def benchmark(candidates: Mapping[str, Any], inputs: Any, *, warmup: int = 50, i
     args = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
     mode, label = _resolve_mode(device, args)
     dev = torch.device(device) if device is not None and mode == "cuda" else None
-    sync = mode == "cpu" and torch.cuda.is_available() and torch.cuda.is_initialized()
+    sync = mode == "cpu" and torch.cuda.is_available() and torch.cuda.is_initialized()  # type: ignore[no-untyped-call]
     items = batch_size if batch_size is not None else _batch_size(args)
     rows: list[BenchmarkRow] = []
     first_p50: float | None = None

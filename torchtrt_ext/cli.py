@@ -588,7 +588,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(data, indent=2, default=str, allow_nan=False))
     else:
         print(text)
-    return code
+    return int(code)
 
 
 if __name__ == "__main__":
