@@ -1,13 +1,19 @@
 // L2Norm kernels behind the extern "C" launchers of l2norm.h.
 //
-// Three kernels, one plan chooses among them from the [outer, reduced, inner] view:
+// Four kernels, one plan chooses among them from the [outer, reduced, inner] view:
 //   * rows         inner == 1 (last axis): a group of `lanes` threads (1..32, inside one warp) owns a row, holds it
 //                  in registers with 16-byte loads, reduces with warp shuffles, scales and stores: one read, one write.
-//   * cols_cached  inner > 1 (NCHW channel axis): a block owns a tile [reduced, tx * VEC] of one outer slice; each
-//                  thread holds R rows of VEC columns in registers, partial sums meet in shared memory: one read,
-//                  one write. Used while reduced <= ty * 16.
+//   * cols_smem    inner > 1 (NCHW channel axis), 16-byte aligned: a block owns a tile [reduced, tx * VEC] of one
+//                  outer slice, staged in shared memory by cp.async (no registers held while loading), so 3-6 blocks
+//                  per SM overlap their load / reduce / store phases; partial sums meet in shared memory. One read
+//                  of HBM, one write. Used while the tile fits in shared memory (reduced up to ~7000).
+//   * cols_cached  the same tile held in registers (R rows of VEC columns per thread): unaligned data (VEC = 1),
+//                  long rows (inner == 1, reduced > 32 * 16 vectors) and tiles too tall for shared memory.
 //   * cols_twopass the fallback for any reduced: the same tile, read once for the sums of squares and once more
 //                  to scale (the second read mostly hits L2 while the tile is small).
+// Measured on an H200 (bench/kernels.py): the register-cached column kernel stalls HBM while a block reduces (its
+// registers are busy, nothing else is in flight): 1.15-1.45x copy time at C = 256..1024; staging in shared memory
+// took it to 1.04-1.16x.
 // All arithmetic is FP32; data are float, __half or __nv_bfloat16.
 #include "kernels/l2norm.h"
 
@@ -22,8 +28,7 @@ namespace torchtrt_ext {
 namespace l2norm_detail {
 
 constexpr int kWarp = 32;
-constexpr int kMaxPerThread = 16;     // registers cache at most 16 vectors per thread ...
-constexpr int kMaxElemsPerThread = 64;  // ... and at most 64 elements (64 FP32 registers once converted)
+constexpr int kMaxPerThread = 16;       // registers cache at most 16 vectors (256 bytes) per thread
 constexpr int kMaxCachedThreads = 512;  // __launch_bounds__ of the register-caching kernels: <= 128 registers
 constexpr int64_t kMaxGrid = 0x7fffffff;
 
@@ -51,6 +56,20 @@ __device__ __forceinline__ Pack<T, VEC> loadPack(T const* p) {
     return *reinterpret_cast<Pack<T, VEC> const*>(p);
 }
 
+// Keeps 16-bit data packed in registers between the sum of squares and the scaling: without this barrier the
+// compiler may keep the FP32 conversions alive instead (twice the registers) to reuse them in the scaling.
+template <typename T, int VEC>
+__device__ __forceinline__ void keepPacked(Pack<T, VEC>& p) {
+    if constexpr (sizeof(T) < 4 && (sizeof(T) * VEC) % 4 == 0) {
+        constexpr int kWords = static_cast<int>(sizeof(T) * VEC / 4);
+        uint32_t words[kWords];
+        __builtin_memcpy(words, &p, sizeof(words));
+#pragma unroll
+        for (int i = 0; i < kWords; ++i) asm volatile("" : "+r"(words[i]));
+        __builtin_memcpy(&p, words, sizeof(words));
+    }
+}
+
 template <typename T, int VEC>
 __device__ __forceinline__ void zeroPack(Pack<T, VEC>& p) {
 #pragma unroll
@@ -64,11 +83,16 @@ __device__ __forceinline__ float invNorm(float sumsq, float eps) {
 }
 
 template <typename T, int VEC>
-__device__ __forceinline__ void storeScaled(T* p, Pack<T, VEC> const& in, float const (&inv)[VEC]) {
+__device__ __forceinline__ Pack<T, VEC> scaled(Pack<T, VEC> const& in, float const (&inv)[VEC]) {
     Pack<T, VEC> out;
 #pragma unroll
     for (int j = 0; j < VEC; ++j) out.v[j] = fromF32<T>(toF32(in.v[j]) * inv[j]);
-    *reinterpret_cast<Pack<T, VEC>*>(p) = out;
+    return out;
+}
+
+template <typename T, int VEC>
+__device__ __forceinline__ void storeScaled(T* p, Pack<T, VEC> const& in, float const (&inv)[VEC]) {
+    *reinterpret_cast<Pack<T, VEC>*>(p) = scaled(in, inv);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -105,6 +129,8 @@ __global__ void __launch_bounds__(kMaxCachedThreads) l2normRowsKernel(T const* _
                 ss = fmaf(f, f, ss);
             }
         }
+#pragma unroll
+        for (int k = 0; k < NV; ++k) keepPacked(v[k]);
         for (int m = lanes >> 1; m > 0; m >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, m);
         float inv[VEC];
         float const s = invNorm(ss, eps);
@@ -165,8 +191,9 @@ __device__ __forceinline__ void columnInvNorm(float (&acc)[VEC], float (&inv)[VE
 }
 
 template <typename T, int VEC, int R>
-__global__ void __launch_bounds__(kMaxCachedThreads) l2normColsCachedKernel(T const* __restrict__ x, T* __restrict__ y, int64_t outer, int64_t reduced,
-                                       int64_t inner, int64_t tilesPerOuter, float eps) {
+__global__ void __launch_bounds__(kMaxCachedThreads)
+    l2normColsCachedKernel(T const* __restrict__ x, T* __restrict__ y, int64_t outer, int64_t reduced, int64_t inner,
+                           int64_t tilesPerOuter, float eps) {
     extern __shared__ float smem[];
     int const ty = static_cast<int>(threadIdx.y);
     int const by = static_cast<int>(blockDim.y);
@@ -199,6 +226,8 @@ __global__ void __launch_bounds__(kMaxCachedThreads) l2normColsCachedKernel(T co
                 acc[j] = fmaf(f, f, acc[j]);
             }
         }
+#pragma unroll
+        for (int r = 0; r < R; ++r) keepPacked(v[r]);
         float inv[VEC];
         columnInvNorm<VEC>(acc, inv, eps, smem);
         T* yo = y + offset;
@@ -206,6 +235,72 @@ __global__ void __launch_bounds__(kMaxCachedThreads) l2normColsCachedKernel(T co
         for (int r = 0; r < R; ++r) {
             int64_t const c = static_cast<int64_t>(r) * by + ty;
             if (colOk && c < reduced) storeScaled<T, VEC>(yo + c * inner, v[r], inv);
+        }
+    }
+}
+
+// 16 bytes global -> shared without passing through registers (cp.async, sm_80+; a plain copy before that).
+__device__ __forceinline__ void copyAsync16(void* dst, void const* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    uint32_t const d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+#else
+    *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<uint4 const*>(src);
+#endif
+}
+
+__device__ __forceinline__ void copyAsyncWaitAll() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+#endif
+}
+
+// colsSmem: like colsCached, but the tile [reduced, tx * VEC] is staged in shared memory by cp.async instead of
+// registers, so a block holds few registers and several blocks per SM overlap their load, reduce and store phases.
+// Every thread reads back only the 16-byte slots it copied itself, so the copy needs no block barrier.
+// Dynamic smem: tileBytes (reduced * tx * 16, see colsSmemTileBytes) then the reduction scratch.
+template <typename T, int VEC>
+__global__ void __launch_bounds__(kMaxCachedThreads)
+    l2normColsSmemKernel(T const* __restrict__ x, T* __restrict__ y, int64_t outer, int64_t reduced, int64_t inner,
+                         int64_t tilesPerOuter, float eps, int64_t tileBytes) {
+    static_assert(sizeof(T) * VEC == 16, "16-byte vectors only");
+    extern __shared__ __align__(16) unsigned char smemRaw[];
+    T* tile = reinterpret_cast<T*>(smemRaw);
+    float* scratch = reinterpret_cast<float*>(smemRaw + tileBytes);
+    int64_t const ty = threadIdx.y;
+    int64_t const by = blockDim.y;
+    int64_t const cb = static_cast<int64_t>(blockDim.x) * VEC;
+    int64_t const slot = static_cast<int64_t>(threadIdx.x) * VEC;
+    int64_t const tiles = outer * tilesPerOuter;
+    for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int64_t const o = t / tilesPerOuter;
+        int64_t const col = (t - o * tilesPerOuter) * cb + slot;
+        bool const colOk = col < inner;
+        int64_t const offset = o * reduced * inner + (colOk ? col : 0);
+        T const* xo = x + offset;
+        float acc[VEC];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) acc[j] = 0.f;
+        if (colOk) {
+            for (int64_t c = ty; c < reduced; c += by) copyAsync16(tile + c * cb + slot, xo + c * inner);
+            copyAsyncWaitAll();
+            for (int64_t c = ty; c < reduced; c += by) {
+                Pack<T, VEC> const v = loadPack<T, VEC>(tile + c * cb + slot);
+#pragma unroll
+                for (int j = 0; j < VEC; ++j) {
+                    float const f = toF32(v.v[j]);
+                    acc[j] = fmaf(f, f, acc[j]);
+                }
+            }
+        }
+        float inv[VEC];
+        columnInvNorm<VEC>(acc, inv, eps, scratch);
+        if (colOk) {
+            T* yo = y + offset;
+            for (int64_t c = ty; c < reduced; c += by) {
+                storeScaled<T, VEC>(yo + c * inner, loadPack<T, VEC>(tile + c * cb + slot), inv);
+            }
         }
     }
 }
@@ -267,7 +362,7 @@ __global__ void __launch_bounds__(1024) l2normColsTwoPassKernel(T const* __restr
 // ---------------------------------------------------------------------------------------------------------------
 // Host side: the plan.
 
-enum class Kind : int32_t { kRows = 0, kColsCached = 1, kColsTwoPass = 2 };
+enum class Kind : int32_t { kRows = 0, kColsCached = 1, kColsTwoPass = 2, kColsSmem = 3 };
 
 struct Plan {
     Kind kind;
@@ -285,8 +380,8 @@ struct Tuning {
     int32_t rowsPerThread = 8;    // target R of the cols kernels
     int32_t minThreads = 256;     // cols blocks are widened along inner up to this many threads
     int32_t maxThreads = 512;     // cols blocks grow along reduced up to this many threads before R grows
-    int32_t rowsThreads = 256;    // rows kernel block size
-    int32_t rowsVecPerLane = 8;   // target NV of the rows kernel
+    int32_t rowsThreads = 128;    // rows kernel block size
+    int32_t rowsVecPerLane = 4;   // target NV of the rows kernel
 };
 
 inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -304,11 +399,39 @@ inline size_t colsSmemBytes(int32_t tx, int32_t ty, int32_t vec) {
     return static_cast<size_t>((partials + 1) * tx * vec) * sizeof(float);
 }
 
-inline int64_t maxPerThread(int32_t vec) { return std::min<int64_t>(kMaxPerThread, kMaxElemsPerThread / vec); }
+// Bytes of the staged tile of the colsSmem kernel (16-byte vectors).
+inline int64_t colsSmemTileBytes(int64_t reduced, int32_t tx) { return reduced * tx * 16; }
+
+constexpr int64_t kMaxSmemPerBlock = 227 * 1024;
+
+inline int64_t maxPerThread(int32_t) { return kMaxPerThread; }
+
+// The colsSmem plan: 16-byte vectors, tiles of tx * 16-byte rows (tx <= 8, at most ~64 KB so that 3 or more
+// blocks share an SM), 256 threads. Returns false when the tile would not fit in shared memory.
+template <typename T>
+bool planColumnsSmem(void const* x, void const* y, int64_t outer, int64_t reduced, int64_t inner, Plan& p) {
+    constexpr int32_t kVec16 = static_cast<int32_t>(16 / sizeof(T));
+    if (!aligned16(x) || !aligned16(y) || inner % kVec16 != 0) return false;
+    int64_t const colVecsP2 = pow2Ceil(inner / kVec16);
+    int64_t tx = std::min<int64_t>(8, colVecsP2);
+    while (tx > 2 && colsSmemTileBytes(reduced, static_cast<int32_t>(tx)) > 64 * 1024) tx /= 2;
+    int64_t const ty = std::max<int64_t>(kWarp / tx, std::min<int64_t>(256 / tx, pow2Ceil(reduced)));
+    p = Plan{};
+    p.kind = Kind::kColsSmem;
+    p.vec = kVec16;
+    p.perThread = 1;
+    p.tx = static_cast<int32_t>(tx);
+    p.ty = static_cast<int32_t>(ty);
+    p.grid = std::min<int64_t>(outer * ceilDiv(inner, tx * kVec16), kMaxGrid);
+    p.smemBytes = colsSmemBytes(p.tx, p.ty, p.vec);
+    return colsSmemTileBytes(reduced, p.tx) + static_cast<int64_t>(p.smemBytes) <= kMaxSmemPerBlock;
+}
 
 template <typename T>
 Plan planColumns(void const* x, void const* y, int64_t outer, int64_t reduced, int64_t inner, Tuning const& tune) {
     Plan p{};
+    if (inner > 1 && planColumnsSmem<T>(x, y, outer, reduced, inner, p)) return p;
+    p = Plan{};
     int64_t const elem = static_cast<int64_t>(sizeof(T));
     int32_t const vec16 = static_cast<int32_t>(16 / elem);
     p.vec = (aligned16(x) && aligned16(y) && inner % vec16 == 0) ? vec16 : 1;
@@ -382,6 +505,20 @@ cudaError_t launchFixed(Plan const& p, T const* x, T* y, int64_t outer, int64_t 
         if (p.kind == Kind::kColsCached) {
             l2normColsCachedKernel<T, VEC, PT>
                 <<<grid, block, p.smemBytes, stream>>>(x, y, outer, reduced, inner, tilesPerOuter, eps);
+        } else if (p.kind == Kind::kColsSmem) {
+            if constexpr (sizeof(T) * VEC == 16) {
+                auto* const kernel = l2normColsSmemKernel<T, VEC>;
+                int64_t const tileBytes = colsSmemTileBytes(reduced, p.tx);
+                size_t const smem = static_cast<size_t>(tileBytes) + p.smemBytes;
+                if (smem > 48 * 1024) {
+                    cudaError_t const status =
+                        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+                    if (status != cudaSuccess) return status;
+                }
+                kernel<<<grid, block, smem, stream>>>(x, y, outer, reduced, inner, tilesPerOuter, eps, tileBytes);
+            } else {
+                return cudaErrorInvalidValue;
+            }
         } else {
             l2normColsTwoPassKernel<T, VEC>
                 <<<grid, block, p.smemBytes, stream>>>(x, y, outer, reduced, inner, tilesPerOuter, eps);
@@ -393,17 +530,15 @@ cudaError_t launchFixed(Plan const& p, T const* x, T* y, int64_t outer, int64_t 
 template <typename T, int VEC>
 cudaError_t launchVec(Plan const& p, T const* x, T* y, int64_t outer, int64_t reduced, int64_t inner, float eps,
                       cudaStream_t stream) {
-    if (p.kind == Kind::kColsTwoPass) return launchFixed<T, VEC, 1>(p, x, y, outer, reduced, inner, eps, stream);
+    if (p.kind == Kind::kColsTwoPass || p.kind == Kind::kColsSmem) {
+        return launchFixed<T, VEC, 1>(p, x, y, outer, reduced, inner, eps, stream);
+    }
     switch (p.perThread) {
         case 1: return launchFixed<T, VEC, 1>(p, x, y, outer, reduced, inner, eps, stream);
         case 2: return launchFixed<T, VEC, 2>(p, x, y, outer, reduced, inner, eps, stream);
         case 4: return launchFixed<T, VEC, 4>(p, x, y, outer, reduced, inner, eps, stream);
         case 8: return launchFixed<T, VEC, 8>(p, x, y, outer, reduced, inner, eps, stream);
-        case 16:
-            if constexpr (VEC * 16 <= kMaxElemsPerThread) {
-                return launchFixed<T, VEC, 16>(p, x, y, outer, reduced, inner, eps, stream);
-            }
-            return cudaErrorInvalidValue;
+        case 16: return launchFixed<T, VEC, 16>(p, x, y, outer, reduced, inner, eps, stream);
         default: return cudaErrorInvalidValue;
     }
 }
@@ -412,6 +547,12 @@ cudaError_t launchVec(Plan const& p, T const* x, T* y, int64_t outer, int64_t re
 inline bool planIsValid(Plan const& p, int32_t vec16, int64_t reduced, int64_t inner, void const* x, void const* y) {
     auto const pow2 = [](int64_t v) { return v > 0 && (v & (v - 1)) == 0; };
     if (p.grid < 1 || p.grid > kMaxGrid || !pow2(p.tx) || p.ty < 1) return false;
+    if (p.kind == Kind::kColsSmem) {
+        int64_t const threads = static_cast<int64_t>(p.tx) * p.ty;
+        return p.vec == vec16 && inner % p.vec == 0 && threads % kWarp == 0 && threads <= kMaxCachedThreads &&
+               p.smemBytes == colsSmemBytes(p.tx, p.ty, p.vec) &&
+               colsSmemTileBytes(reduced, p.tx) + static_cast<int64_t>(p.smemBytes) <= kMaxSmemPerBlock;
+    }
     if (p.kind != Kind::kColsTwoPass && (!pow2(p.perThread) || p.perThread > maxPerThread(p.vec))) return false;
     if (p.vec != 1 && (p.vec != vec16 || !aligned16(x) || !aligned16(y))) return false;
     if (p.kind == Kind::kRows) {
