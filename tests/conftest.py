@@ -22,9 +22,11 @@ def _tensorrt_reason() -> str | None:
     if importlib.util.find_spec("tensorrt") is None:
         return "full TensorRT is not installed (pip install 'torchtrt_ext[trt]' on a machine that can fetch it)"
     try:
-        import tensorrt  # noqa: F401
+        import tensorrt
     except Exception as exc:  # the bindings install but cannot load without the libraries
         return f"tensorrt does not import here: {exc}"
+    if not hasattr(tensorrt, "Builder"):  # e.g. only tensorrt-stubs' .pyi files: an empty namespace package
+        return "the installed 'tensorrt' has no Builder (stubs or a broken install), not a TensorRT runtime"
     return None
 
 

@@ -11,7 +11,8 @@ import torch
 from torchtrt_ext.compile import _run_passes, compile
 from torchtrt_ext.errors import InvalidInputError, MissingDependencyError
 from torchtrt_ext.export import export_onnx
-from torchtrt_ext.runtime import NoGPUError, TRTModule
+from torchtrt_ext.errors import NoGPUError
+from torchtrt_ext.runtime import TRTModule
 
 HAS_RTX = importlib.util.find_spec("tensorrt_rtx") is not None
 

@@ -25,7 +25,8 @@ import onnx
 
 from torchtrt_ext.backend import builder as _builder
 from torchtrt_ext.backend.adapter import load_backend
-from torchtrt_ext.backend.engine import CorruptEngineError, Engine, EngineMetadata, atomic_write, canonical_json
+from torchtrt_ext.backend.engine import Engine, EngineMetadata, atomic_write, canonical_json
+from torchtrt_ext.errors import CorruptEngineError
 from torchtrt_ext.backend.plugins import resolve_plugin_mode
 from torchtrt_ext.backend.profiles import DEFAULT_MAX_BATCH, ProfileSpec, normalize_profiles
 

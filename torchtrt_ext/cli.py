@@ -534,7 +534,7 @@ def _exit_code(exc: BaseException) -> int:
     if isinstance(exc, CliError):
         return exc.code
     try:
-        from torchtrt_ext.backend.engine import CorruptEngineError
+        from torchtrt_ext.errors import CorruptEngineError
         if isinstance(exc, CorruptEngineError):
             return EXIT_USAGE
     except ImportError:  # pragma: no cover

@@ -38,6 +38,14 @@ class EngineCompatibilityError(TorchTRTExtError, RuntimeError):
     """A serialized engine was built for another GPU, TensorRT version or plugin library."""
 
 
+class CorruptEngineError(EngineCompatibilityError):
+    """An engine file is truncated, has a bad checksum, or is not an engine file at all."""
+
+
+class NoGPUError(TorchTRTExtError, RuntimeError):
+    """A TensorRT engine needs a CUDA GPU and torch sees none."""
+
+
 def failure(what: str, expected: str, remedy: str) -> str:
     """Format an error message as 'what failed. Expected: ... Remedy: ...'."""
     return f"{what}. Expected: {expected}. Remedy: {remedy}"

@@ -29,6 +29,7 @@ from torchtrt_ext.errors import (
     EngineCompatibilityError,
     InvalidInputError,
     LibraryNotFoundError,
+    NoGPUError,
     TorchTRTExtError,
     failure,
 )
@@ -40,10 +41,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("torchtrt_ext.runtime")
 MAX_CUDA_GRAPHS_PER_THREAD = 8
-
-
-class NoGPUError(TorchTRTExtError, RuntimeError):
-    """A TensorRT engine needs a CUDA GPU and torch sees none."""
 
 
 # ---------------------------------------------------------------------------------------------- output structure

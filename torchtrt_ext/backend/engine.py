@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from torchtrt_ext.backend.profiles import Profile
-from torchtrt_ext.errors import EngineCompatibilityError, InvalidInputError, failure
+from torchtrt_ext.errors import CorruptEngineError, EngineCompatibilityError, InvalidInputError, failure
 
 MAGIC = b"TTXENG01"
 _HEADER = struct.Struct("<8sQQ")
@@ -31,10 +31,6 @@ FORMAT_VERSION = 1
 # TensorRT DataType member name -> torch dtype name (the metadata stores torch names)
 TRT_DTYPE_NAMES = {"FLOAT": "float32", "HALF": "float16", "BF16": "bfloat16", "INT8": "int8", "INT32": "int32",
                    "INT64": "int64", "BOOL": "bool", "UINT8": "uint8", "FP8": "float8_e4m3fn"}
-
-
-class CorruptEngineError(EngineCompatibilityError):
-    """An engine file is truncated, has a bad checksum, or is not an engine file at all."""
 
 
 @dataclasses.dataclass(frozen=True)
