@@ -19,7 +19,10 @@ from torchtrt_ext.backend.precision import check_precision
 from torchtrt_ext.backend.profiles import DEFAULT_MAX_BATCH, ProfileSpec, profiles_from_example_shapes
 from torchtrt_ext.cache import CacheOption, cached_build_engine
 from torchtrt_ext.errors import InvalidInputError, MissingDependencyError, TorchTRTExtError, failure
+from torchtrt_ext.export import export_onnx
+from torchtrt_ext.passes.fuse_l2norm import fuse_l2norm_with_report
 from torchtrt_ext.runtime import TRTModule, output_tree, require_gpu
+from torchtrt_ext.validate import validate as run_validation
 
 log = logging.getLogger("torchtrt_ext")
 
@@ -70,18 +73,12 @@ def _model_device(model: torch.nn.Module) -> torch.device | None:
 
 
 def _run_passes(model: onnx.ModelProto, fuse: bool) -> onnx.ModelProto:
-    """Fusion hook: ``passes.fuse_l2norm`` when present and ``fuse=True``; logs what it fused."""
+    """The fusion passes (L2 normalization patterns -> L2Norm) when ``fuse=True``; logs what they fused."""
     if not fuse:
         return model
-    try:
-        from torchtrt_ext.passes.fuse_l2norm import fuse_l2norm_with_report
-    except ImportError:
-        log.debug("no fusion passes available")
-        return model
-    fuse_with_report: Any = fuse_l2norm_with_report
-    fused, report = fuse_with_report(model)
-    log.info("fusion: %s", report.summary() if hasattr(report, "summary") else report)
-    return fused  # type: ignore[no-any-return]
+    fused, report = fuse_l2norm_with_report(model)
+    log.info("fusion: %s", report.summary())
+    return fused
 
 
 def compile(model: torch.nn.Module, example_inputs: Any, *, backend: str = "tensorrt", precision: str = "fp32",
@@ -114,8 +111,6 @@ def compile(model: torch.nn.Module, example_inputs: Any, *, backend: str = "tens
         progress: print build progress. Default True.
         max_batch: upper batch bound of the default profile. Default 32.
     """
-    from torchtrt_ext.export import export_onnx  # the lead's module; imported here to keep import order simple
-
     if not isinstance(model, torch.nn.Module):
         raise InvalidInputError(failure(f"compile got a {type(model).__name__}", "a torch.nn.Module",
                                         "wrap the function in an nn.Module"))
@@ -158,10 +153,6 @@ def compile(model: torch.nn.Module, example_inputs: Any, *, backend: str = "tens
 def _validate(model: torch.nn.Module, module: TRTModule, inputs: tuple[torch.Tensor, ...], device: torch.device,
               precision: str) -> None:
     """Compare on the example inputs (moved to the GPU); warn with the report's table on a miss."""
-    try:
-        from torchtrt_ext.validate import validate as run_validation
-    except ImportError:  # pragma: no cover - validate.py is part of the package
-        return
     cuda_inputs = tuple(t.to(device) for t in inputs)
     reference: Any = model
     if _model_device(model) not in (None, device):
