@@ -11,9 +11,11 @@
 //                  long rows (inner == 1, reduced > 32 * 16 vectors) and tiles too tall for shared memory.
 //   * cols_twopass the fallback for any reduced: the same tile, read once for the sums of squares and once more
 //                  to scale (the second read mostly hits L2 while the tile is small).
-// Measured on an H200 (bench/kernels.py): the register-cached column kernel stalls HBM while a block reduces (its
-// registers are busy, nothing else is in flight): 1.15-1.45x copy time at C = 256..1024; staging in shared memory
-// took it to 1.04-1.16x.
+// Measured on an H200 (bench/kernels.py, time / x.clone() time): the register-cached column kernel leaves HBM idle
+// while a block reduces (its registers hold the tile, nothing else is in flight): 1.05-1.45x at C = 256..1024, worst
+// for fp16 and C = 1024; staged in shared memory: 1.04-1.06x at C = 256, 1.13-1.20x at C = 1024 (4x1024x64x64).
+// Tried and dropped: thread-block clusters splitting C over 2-8 blocks (no gain), L2 prefetch of the next tile with
+// a persistent grid (small gain, lost to evict-first load/store hints, which cost 5-15%).
 // All arithmetic is FP32; data are float, __half or __nv_bfloat16.
 #include "kernels/l2norm.h"
 
