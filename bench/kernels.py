@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any, Callable
 
 import torch
 
@@ -30,7 +31,8 @@ SHORT = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 
 
 def eager_l2norm(x: torch.Tensor, dim: int, eps: float = EPS) -> torch.Tensor:
-    return x / x.norm(dim=dim, keepdim=True).clamp_min(eps)
+    y: torch.Tensor = x / x.norm(dim=dim, keepdim=True).clamp_min(eps)
+    return y
 
 
 class DeviceTimer:
@@ -40,10 +42,10 @@ class DeviceTimer:
         self.warmup, self.reps = warmup, reps
         self.flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
 
-    def __call__(self, fn) -> tuple[float, float]:
+    def __call__(self, fn: Callable[[], Any]) -> tuple[float, float]:
         for _ in range(self.warmup):
             fn()
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))  # type: ignore[no-untyped-call]
                   for _ in range(self.reps)]
         for start, end in events:
             self.flush.zero_()
@@ -56,7 +58,7 @@ class DeviceTimer:
 
 
 def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
-    return ((out.double() - ref).norm() / ref.norm()).item()
+    return float(((out.double() - ref).norm() / ref.norm()).item())
 
 
 def main() -> int:
@@ -79,15 +81,18 @@ def main() -> int:
             nbytes = 2 * x.numel() * x.element_size()
             ref = eager_l2norm(x.double(), dim)
             out = torch.empty_like(x)
-            methods = {
+            methods: dict[str, Callable[[], torch.Tensor]] = {
                 "copy": lambda: x.clone(),
                 "eager": lambda: eager_l2norm(x, dim),
                 "kernel": lambda: l2norm_cuda(x, axis, EPS, out=out),
             }
             if not args.no_compile:
-                compiled = torch.compile(lambda t, d=dim: eager_l2norm(t, d), dynamic=False)
+                def reference_expr(t: torch.Tensor, d: int = dim) -> torch.Tensor:
+                    return eager_l2norm(t, d)
+
+                compiled: Callable[[torch.Tensor], torch.Tensor] = torch.compile(reference_expr, dynamic=False)
                 methods["compile"] = lambda: compiled(x)
-            row = {"case": name, "dtype": SHORT[dtype], "shape": "×".join(map(str, shape)), "dim": dim,
+            row: dict[str, Any] = {"case": name, "dtype": SHORT[dtype], "shape": "×".join(map(str, shape)), "dim": dim,
                    "MB": nbytes / 2**20}
             for method, fn in methods.items():
                 result = fn()
@@ -105,7 +110,7 @@ def main() -> int:
     return 0
 
 
-def print_table(rows: list[dict], compiled: bool) -> None:
+def print_table(rows: list[dict[str, Any]], compiled: bool) -> None:
     methods = ["copy", "eager"] + (["compile"] if compiled else []) + ["kernel"]
     head = ["case", "dtype", "shape", "dim", "MB"]
     head += [f"{m} µs p50/p95" for m in methods] + [f"{m} GB/s" for m in methods]
@@ -125,7 +130,7 @@ def print_table(rows: list[dict], compiled: bool) -> None:
         print("| " + " | ".join(cells) + " |")
 
 
-def target_verdict(r: dict, ratio: float, compiled: bool) -> str:
+def target_verdict(r: dict[str, Any], ratio: float, compiled: bool) -> str:
     """The issue's targets for this row: ok, or what missed."""
     missed = []
     if r["MB"] >= 64 and ratio > 1.10:
