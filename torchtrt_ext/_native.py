@@ -6,7 +6,7 @@ import functools
 import os
 from pathlib import Path
 
-from torchtrt_ext.errors import LibraryNotFoundError, TorchTRTExtError, failure
+from torchtrt_ext.errors import KernelError, LibraryNotFoundError, TorchTRTExtError, failure
 
 KERNELS_LIB = "libtorchtrt_ext_kernels.so"
 PLUGINS_LIB = "libtorchtrt_ext_plugins.so"
@@ -58,10 +58,6 @@ def kernels_library() -> ctypes.CDLL:
         raise LibraryNotFoundError(failure(
             f"{path} exists but could not be loaded: {exc}", "a library built for this machine's CUDA runtime",
             "rebuild it here with `python setup.py build_ext --inplace`")) from exc
-
-
-class KernelError(TorchTRTExtError, RuntimeError):
-    """A launcher of libtorchtrt_ext_kernels.so returned a CUDA error status."""
 
 
 def cuda_error_text(status: int) -> str:

@@ -30,6 +30,10 @@ class LibraryNotFoundError(TorchTRTExtError, FileNotFoundError):
     """A native library (CUDA kernels or TensorRT plugins) was not built or cannot be loaded."""
 
 
+class KernelError(TorchTRTExtError, RuntimeError):
+    """A launcher of libtorchtrt_ext_kernels.so returned a CUDA error status."""
+
+
 class BuildError(TorchTRTExtError, RuntimeError):
     """Parsing the ONNX graph or building the TensorRT engine failed."""
 
