@@ -161,18 +161,34 @@ def build_engine(onnx_model_or_path: OnnxSource, *, backend: str = "tensorrt", p
     return Engine(plan_bytes, metadata)
 
 
-def _parse(api: TRTApi, network: trt_t.INetworkDefinition, logger: trt_t.ILogger, model: onnx.ModelProto) -> None:
-    parser: trt_t.OnnxParser = api.trt.OnnxParser(network, logger)
-    if parser.parse(model.SerializeToString()):
-        return
-    failures = []
+@dataclasses.dataclass(frozen=True)
+class ParserError:
+    """One error of TensorRT's ONNX parser: the failing node's name and op_type, the error code name, the text."""
+
+    node: str
+    op_type: str
+    code: str
+    desc: str
+
+
+def parser_errors(parser: trt_t.OnnxParser, model: onnx.ModelProto) -> list[ParserError]:
+    """The parser's errors after a failed ``parse``, each tied to its node of ``model``."""
+    errors = []
     for i in range(parser.num_errors):
         error = parser.get_error(i)
         index = error.node()
         node = model.graph.node[index] if 0 <= index < len(model.graph.node) else None
         name = error.node_name() or (node.name if node is not None else "") or f"#{index}"
         op_type = error.node_operator() or (node.op_type if node is not None else "?")
-        failures.append(f"  - node {name} ({op_type}): {error.desc()}")
+        errors.append(ParserError(name, op_type, error.code().name, error.desc().strip()))
+    return errors
+
+
+def _parse(api: TRTApi, network: trt_t.INetworkDefinition, logger: trt_t.ILogger, model: onnx.ModelProto) -> None:
+    parser: trt_t.OnnxParser = api.trt.OnnxParser(network, logger)
+    if parser.parse(model.SerializeToString()):
+        return
+    failures = [f"  - node {e.node} ({e.op_type}): {e.desc}" for e in parser_errors(parser, model)]
     listed = "\n".join(failures) or "  (TensorRT reported no node; see the log 'torchtrt_ext.backend')"
     raise BuildError(f"{api.name} {api.version} could not parse the ONNX graph; failing nodes:\n{listed}\n"
                      f"Expected: nodes TensorRT's ONNX parser supports, or plugin nodes whose plugin is loaded. "

@@ -250,6 +250,7 @@ def _quiet_logger(trt: Any) -> Any:
 
 def _parser_findings(model: onnx.ModelProto, backend: str) -> tuple[list[Finding], str]:
     from torchtrt_ext.backend import assert_plugin_free, load_backend
+    from torchtrt_ext.backend.builder import parser_errors
 
     api = load_backend(backend)
     assert_plugin_free(model, api)  # last line of defence: RTX must never see a plugin node
@@ -259,17 +260,11 @@ def _parser_findings(model: onnx.ModelProto, backend: str) -> tuple[list[Finding
     parser = api.trt.OnnxParser(network, logger)
     findings = []
     if not parser.parse(model.SerializeToString()):
-        for i in range(parser.num_errors):
-            error = parser.get_error(i)
-            index = error.node()
-            node = model.graph.node[index] if 0 <= index < len(model.graph.node) else None
-            name = error.node_name() or (node.name if node is not None else "") or f"#{index}"
-            op_type = error.node_operator() or (node.op_type if node is not None else "?")
-            desc = error.desc().strip()
-            desc = f": {desc}" if desc and desc != "false" else ""  # the op checkers say just "false"
-            findings.append(Finding(name, op_type, "", "unsupported", True,
-                                    f"{api.name} {api.version} ONNX parser: {error.code().name}{desc}",
-                                    _standard_op_remedies(op_type, f"{api.name} {api.version} rejects it")))
+        for error in parser_errors(parser, model):
+            desc = f": {error.desc}" if error.desc and error.desc != "false" else ""  # op checkers say just "false"
+            findings.append(Finding(error.node, error.op_type, "", "unsupported", True,
+                                    f"{api.name} {api.version} ONNX parser: {error.code}{desc}",
+                                    _standard_op_remedies(error.op_type, f"{api.name} {api.version} rejects it")))
     return findings, f"the {api.name} {api.version} ONNX parser"
 
 
