@@ -7,7 +7,7 @@ mask). Methods:
   ours        torchtrt_ext's CUDA path: the sampling kernel (csrc/kernels/deform_conv2d.cu) + cuBLAS (torch.matmul);
               in float32 the default error-compensated TF32 GEMM ("3xTF32", FP32-level error; see rel err)
   ours_sgemm  float32 only: the same with a plain FP32 SGEMM (FP32_GEMM="sgemm")
-  ours_im2col the sampling kernel alone (the part of `ours` that is not the GEMM)
+  ours_im2col the sampling kernel alone, with the NCHW -> NHWC copy of the input (in fp32 the split variant)
   torchvision torchvision.ops.deform_conv2d on CUDA
   eager       torchtrt_ext's PyTorch math (torch_deform_conv2d, gather-based, FP32; what runs without the kernel)
   conv        F.conv2d of the same shapes (cuDNN; in fp32 it may use TF32, see the printed flags): the floor
@@ -90,7 +90,8 @@ def main() -> None:
             methods = {
                 "ours": (ours, args.reps),
                 **({"ours_sgemm": (ours_sgemm, args.reps)} if dt == torch.float32 else {}),
-                "ours_im2col": (lambda: im2col_cuda(x, off, msk, (3, 3), (1, 1), (1, 1), (1, 1), 1), args.reps),
+                "ours_im2col": (lambda: im2col_cuda(x, off, msk, (3, 3), (1, 1), (1, 1), (1, 1), 1, 1,
+                                                   split_tf32=dt == torch.float32), args.reps),
                 "torchvision": (lambda: tv_deform_conv2d(x, off, wt, b, padding=1, mask=msk), args.reps),
                 "eager": (lambda: torch_deform_conv2d(x, off, wt, b, msk, (1, 1), (1, 1), (1, 1), 1, 1),
                           args.eager_reps),

@@ -1,29 +1,26 @@
 // DeformConv2d sampling kernel behind the extern "C" launchers of deform_conv2d.h.
 //
-// One launch samples the whole batch. A thread owns one output pixel of one kernel tap and offset group: it reads
-// the offset pair and the mask once, computes the four corner indices and weights once (mask folded in, corners
-// outside the image given weight 0), then walks `channels_per_thread` channels of its offset group, reading four
-// corners of each channel plane and writing one column element. Consecutive threads own consecutive output pixels,
-// so the column writes (the dominant memory traffic) are fully coalesced; the corner reads are gathers that mostly
-// hit L1/L2 because neighbouring pixels sample neighbouring points.
+// One launch samples the whole batch. A thread owns one (image, output pixel, kernel tap) and a run of VEC channels
+// (16 bytes when the channel counts allow, else one channel). Consecutive threads own consecutive channel runs of
+// the same pixel and tap, then the next tap: with a channels-last input the four corner reads of a warp are
+// contiguous 16-byte runs of one or two cache lines each, and the column writes ([pixel][group, tap, channel]) are
+// contiguous too. The sampling point, corner indices and bilinear weights (mask folded in) are recomputed by every
+// thread of a pixel and tap from one broadcast read of the offsets and mask: a few dozen ALU instructions.
 //
-// Grid: x = pixel tiles, y = (offset group, tap, channel chunk), z = images (the launcher splits batches beyond the
-// grid limit). All arithmetic is FP32; data are float, __half or __nv_bfloat16. The split variant (float only)
-// writes each value twice, as its TF32 part and its FP32 remainder, for an error-compensated TF32 GEMM.
+// All arithmetic is FP32; data are float, __half or __nv_bfloat16. The split variant (float only) writes each value
+// twice, as its TF32 part and its FP32 remainder, for an error-compensated TF32 GEMM.
 #include "kernels/deform_conv2d.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <algorithm>
 #include <cstdint>
 
 namespace torchtrt_ext {
 namespace deform_conv2d_detail {
 
-constexpr int kThreads = 128;
+constexpr int kThreads = 256;
 constexpr int64_t kMaxGridX = 0x7fffffff;
-constexpr int64_t kMaxGridYZ = 65535;
 
 __device__ __forceinline__ float toF32(float v) { return v; }
 __device__ __forceinline__ float toF32(__half v) { return __half2float(v); }
@@ -37,6 +34,15 @@ template <>
 __device__ __forceinline__ __half fromF32<__half>(float v) { return __float2half_rn(v); }
 template <>
 __device__ __forceinline__ __nv_bfloat16 fromF32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// VEC consecutive elements moved as one aligned access (16 bytes when VEC * sizeof(T) == 16).
+template <typename T, int VEC>
+struct alignas(sizeof(T) * VEC) Pack {
+    T v[VEC];
+};
+
+// The TF32 part of v (low 13 mantissa bits cleared: exactly representable in TF32); v - tf32High(v) is exact.
+__device__ __forceinline__ float tf32High(float v) { return __uint_as_float(__float_as_uint(v) & 0xffffe000u); }
 
 struct Params {
     int64_t channels;
@@ -53,46 +59,47 @@ struct Params {
     int64_t dil_h;
     int64_t dil_w;
     int64_t offset_groups;
-    int64_t channels_per_thread;
-    int64_t chunks;        // ceil(channels / offset_groups / channels_per_thread)
-    int64_t image_stride;  // elements between two images' column blocks: C*K*P, or 2*C*K*P when split
+    int64_t per_group;         // channels / groups
+    int64_t per_offset_group;  // channels / offset_groups
+    int64_t row_stride;        // elements per pixel row of columns: C*K, or 2*C*K when split
 };
 
-// The TF32 part of v (low 13 mantissa bits cleared: exactly representable in TF32) and the FP32 remainder v - hi
-// (exact). Tensor cores then compute hi*hi, hi*lo and lo*hi with errors near FP32's ("3xTF32").
-__device__ __forceinline__ float tf32High(float v) { return __uint_as_float(__float_as_uint(v) & 0xffffe000u); }
-
-template <typename T, bool kSplit>
+template <typename T, int VEC, bool kSplit, typename Idx>
 __global__ void __launch_bounds__(kThreads)
     im2colKernel(T const* __restrict__ input, T const* __restrict__ offset, T const* __restrict__ mask,
-                 T* __restrict__ columns, Params const p) {
-    int64_t const pixels = p.out_h * p.out_w;
-    int64_t const pix = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-    if (pix >= pixels) return;
-    int64_t const taps = p.kernel_h * p.kernel_w;
-    int64_t rest = blockIdx.y;
-    int64_t const chunk = rest % p.chunks;
-    rest /= p.chunks;
-    int64_t const k = rest % taps;
-    int64_t const g = rest / taps;
-    int64_t const n = blockIdx.z;
-    int64_t const i = k / p.kernel_w;
-    int64_t const j = k - i * p.kernel_w;
-    int64_t const oy = pix / p.out_w;
-    int64_t const ox = pix - oy * p.out_w;
+                 T* __restrict__ columns, Params const p, Idx const total) {
+    Idx const t = static_cast<Idx>(blockIdx.x) * kThreads + static_cast<Idx>(threadIdx.x);
+    if (t >= total) return;
+    Idx const runs = static_cast<Idx>(p.channels / VEC);
+    Idx const taps = static_cast<Idx>(p.kernel_h * p.kernel_w);
+    Idx const pixels = static_cast<Idx>(p.out_h * p.out_w);
+    Idx const r0 = t / runs;
+    Idx const run = t - r0 * runs;
+    Idx const r1 = r0 / taps;
+    Idx const k = r0 - r1 * taps;
+    Idx const n = r1 / pixels;
+    Idx const pix = r1 - n * pixels;
+    Idx const out_w = static_cast<Idx>(p.out_w);
+    Idx const oy = pix / out_w;
+    Idx const ox = pix - oy * out_w;
+    Idx const kw = static_cast<Idx>(p.kernel_w);
+    Idx const i = k / kw;
+    Idx const j = k - i * kw;
 
-    int64_t const ng = n * p.offset_groups + g;
-    int64_t const off = (ng * 2 * taps + 2 * k) * pixels + pix;
+    int64_t const c = static_cast<int64_t>(run) * VEC;
+    int64_t const g = c / p.per_offset_group;
+    int64_t const ng = static_cast<int64_t>(n) * p.offset_groups + g;
+    int64_t const off = (ng * 2 * taps + 2 * static_cast<int64_t>(k)) * pixels + pix;
     float const dy = toF32(offset[off]);
     float const dx = toF32(offset[off + pixels]);
     float const m = mask != nullptr ? toF32(mask[(ng * taps + k) * pixels + pix]) : 1.f;
-    float const y = static_cast<float>(oy * p.stride_h - p.pad_h + i * p.dil_h) + dy;
-    float const x = static_cast<float>(ox * p.stride_w - p.pad_w + j * p.dil_w) + dx;
+    float const y = static_cast<float>(static_cast<int64_t>(oy) * p.stride_h - p.pad_h + static_cast<int64_t>(i) * p.dil_h) + dy;
+    float const x = static_cast<float>(static_cast<int64_t>(ox) * p.stride_w - p.pad_w + static_cast<int64_t>(j) * p.dil_w) + dx;
 
     int const h = static_cast<int>(p.height);
     int const w = static_cast<int>(p.width);
-    float w00 = 0.f, w01 = 0.f, w10 = 0.f, w11 = 0.f;
-    int i00 = 0, i01 = 0, i10 = 0, i11 = 0;
+    float cw[4] = {0.f, 0.f, 0.f, 0.f};
+    int ci[4] = {-1, -1, -1, -1};  // pixel index of each corner inside the image, -1 outside
     if (y > -1.f && y < static_cast<float>(h) && x > -1.f && x < static_cast<float>(w)) {  // false for NaN
         float const y0f = floorf(y);
         float const x0f = floorf(x);
@@ -101,76 +108,91 @@ __global__ void __launch_bounds__(kThreads)
         float const ly = y - y0f, lx = x - x0f;
         float const hy = 1.f - ly, hx = 1.f - lx;
         bool const top = y0 >= 0, bottom = y0 + 1 <= h - 1, left = x0 >= 0, right = x0 + 1 <= w - 1;
-        if (top && left) { w00 = hy * hx * m; i00 = y0 * w + x0; }
-        if (top && right) { w01 = hy * lx * m; i01 = y0 * w + x0 + 1; }
-        if (bottom && left) { w10 = ly * hx * m; i10 = (y0 + 1) * w + x0; }
-        if (bottom && right) { w11 = ly * lx * m; i11 = (y0 + 1) * w + x0 + 1; }
+        if (top && left) { cw[0] = hy * hx * m; ci[0] = y0 * w + x0; }
+        if (top && right) { cw[1] = hy * lx * m; ci[1] = y0 * w + x0 + 1; }
+        if (bottom && left) { cw[2] = ly * hx * m; ci[2] = (y0 + 1) * w + x0; }
+        if (bottom && right) { cw[3] = ly * lx * m; ci[3] = (y0 + 1) * w + x0 + 1; }
     }
 
-    int64_t const per_group = p.channels / p.offset_groups;
-    int64_t const c_begin = g * per_group + chunk * p.channels_per_thread;
-    int64_t const c_end = min(g * per_group + per_group, c_begin + p.channels_per_thread);
-    int64_t const plane = p.height * p.width;
-    int64_t const row_stride = taps * pixels;
-    T const* src = input + (n * p.channels + c_begin) * plane;
-    T* dst = columns + n * p.image_stride + (c_begin * taps + k) * pixels + pix;
-    int64_t const lo_offset = p.channels * taps * pixels;  // split: the remainders' rows follow the TF32 rows
-#pragma unroll 4
-    for (int64_t c = c_begin; c < c_end; ++c) {
-        float const v = w00 * toF32(src[i00]) + w01 * toF32(src[i01]) + w10 * toF32(src[i10]) + w11 * toF32(src[i11]);
-        if constexpr (kSplit) {
-            float const hi = tf32High(v);
-            dst[0] = hi;
-            dst[lo_offset] = v - hi;
-        } else {
-            *dst = fromF32<T>(v);
+    float acc[VEC];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) acc[e] = 0.f;
+    T const* src = input + static_cast<int64_t>(n) * p.height * p.width * p.channels + c;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        if (ci[q] < 0) continue;  // a corner outside the image contributes 0 (it is not read)
+        Pack<T, VEC> const v = *reinterpret_cast<Pack<T, VEC> const*>(src + static_cast<int64_t>(ci[q]) * p.channels);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) acc[e] += cw[q] * toF32(v.v[e]);
+    }
+
+    int64_t const gc = c / p.per_group;
+    int64_t const row = gc * (static_cast<int64_t>(taps) * p.per_group) + static_cast<int64_t>(k) * p.per_group +
+                        (c - gc * p.per_group);
+    T* dst = columns + (static_cast<int64_t>(n) * pixels + pix) * p.row_stride + row;
+    if constexpr (kSplit) {
+        Pack<T, VEC> hi, lo;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+            hi.v[e] = tf32High(acc[e]);
+            lo.v[e] = acc[e] - hi.v[e];
         }
-        src += plane;
-        dst += row_stride;
+        *reinterpret_cast<Pack<T, VEC>*>(dst) = hi;
+        *reinterpret_cast<Pack<T, VEC>*>(dst + p.channels * taps) = lo;
+    } else {
+        Pack<T, VEC> out;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) out.v[e] = fromF32<T>(acc[e]);
+        *reinterpret_cast<Pack<T, VEC>*>(dst) = out;
     }
 }
+
+template <typename T, int VEC, bool kSplit>
+cudaError_t launch(T const* input, T const* offset, T const* mask, T* columns, Params const& p, int64_t total,
+                   cudaStream_t stream) {
+    int64_t const blocks = (total + kThreads - 1) / kThreads;
+    if (blocks > kMaxGridX) return cudaErrorInvalidValue;
+    if (total <= 0x7fffffff) {
+        im2colKernel<T, VEC, kSplit, int32_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+            input, offset, mask, columns, p, static_cast<int32_t>(total));
+    } else {
+        im2colKernel<T, VEC, kSplit, int64_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+            input, offset, mask, columns, p, total);
+    }
+    return cudaGetLastError();
+}
+
+inline bool aligned16(void const* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 template <typename T, bool kSplit>
 int32_t im2col(void const* input, void const* offset, void const* mask, void* columns, int64_t n, int64_t channels,
                int64_t height, int64_t width, int64_t kernel_h, int64_t kernel_w, int64_t out_h, int64_t out_w,
                int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dil_h, int64_t dil_w,
-               int64_t offset_groups, cudaStream_t stream) {
+               int64_t groups, int64_t offset_groups, cudaStream_t stream) {
     if (n < 0 || channels < 0 || out_h < 0 || out_w < 0 || height < 1 || width < 1 || kernel_h < 1 ||
         kernel_w < 1 || stride_h < 1 || stride_w < 1 || dil_h < 1 || dil_w < 1 || pad_h < 0 || pad_w < 0 ||
-        offset_groups < 1 || channels % offset_groups != 0 || height * width > 0x7fffffff) {
+        groups < 1 || offset_groups < 1 || channels % offset_groups != 0 || channels % groups != 0 ||
+        height * width > 0x7fffffff) {
         return static_cast<int32_t>(cudaErrorInvalidValue);
     }
     int64_t const pixels = out_h * out_w;
     if (n == 0 || channels == 0 || pixels == 0) return static_cast<int32_t>(cudaSuccess);
     if (input == nullptr || offset == nullptr || columns == nullptr) return static_cast<int32_t>(cudaErrorInvalidValue);
     int64_t const taps = kernel_h * kernel_w;
-    int64_t const per_group = channels / offset_groups;
-    Params p{channels, height, width, kernel_h, kernel_w, out_h, out_w, stride_h, stride_w, pad_h, pad_w,
-             dil_h, dil_w, offset_groups, 32, 0, (kSplit ? 2 : 1) * channels * kernel_h * kernel_w * out_h * out_w};
-    p.channels_per_thread = std::min<int64_t>(p.channels_per_thread, per_group);
-    p.chunks = (per_group + p.channels_per_thread - 1) / p.channels_per_thread;
-    while (offset_groups * taps * p.chunks > kMaxGridYZ && p.chunks > 1) {  // fold more channels into a thread
-        p.channels_per_thread *= 2;
-        p.chunks = (per_group + p.channels_per_thread - 1) / p.channels_per_thread;
-    }
-    int64_t const grid_x = (pixels + kThreads - 1) / kThreads;
-    int64_t const grid_y = offset_groups * taps * p.chunks;
-    if (grid_x > kMaxGridX || grid_y > kMaxGridYZ) return static_cast<int32_t>(cudaErrorInvalidValue);
+    Params const p{channels, height, width, kernel_h, kernel_w, out_h, out_w, stride_h, stride_w, pad_h, pad_w,
+                   dil_h, dil_w, offset_groups, channels / groups, channels / offset_groups,
+                   (kSplit ? 2 : 1) * channels * taps};
     T const* in = static_cast<T const*>(input);
     T const* off = static_cast<T const*>(offset);
     T const* msk = static_cast<T const*>(mask);
     T* cols = static_cast<T*>(columns);
-    for (int64_t n0 = 0; n0 < n; n0 += kMaxGridYZ) {  // images beyond the grid's z limit: one more launch each
-        int64_t const count = std::min<int64_t>(kMaxGridYZ, n - n0);
-        dim3 const grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y), static_cast<unsigned>(count));
-        im2colKernel<T, kSplit><<<grid, kThreads, 0, stream>>>(
-            in + n0 * channels * height * width, off + n0 * 2 * offset_groups * taps * pixels,
-            msk != nullptr ? msk + n0 * offset_groups * taps * pixels : nullptr,
-            cols + n0 * p.image_stride, p);
-        cudaError_t const status = cudaGetLastError();
-        if (status != cudaSuccess) return static_cast<int32_t>(status);
-    }
-    return static_cast<int32_t>(cudaSuccess);
+    constexpr int kVec = 16 / sizeof(T);
+    bool const vec = p.per_group % kVec == 0 && p.per_offset_group % kVec == 0 && aligned16(input) &&
+                     aligned16(columns);
+    int64_t const total = n * pixels * taps * (vec ? channels / kVec : channels);
+    cudaError_t const status = vec ? launch<T, kVec, kSplit>(in, off, msk, cols, p, total, stream)
+                                   : launch<T, 1, kSplit>(in, off, msk, cols, p, total, stream);
+    return static_cast<int32_t>(status);
 }
 
 }  // namespace deform_conv2d_detail
@@ -180,10 +202,10 @@ int32_t im2col(void const* input, void const* offset, void const* mask, void* co
     void const *input, void const *offset, void const *mask, void *columns, int64_t n, int64_t channels,          \
         int64_t height, int64_t width, int64_t kernel_h, int64_t kernel_w, int64_t out_h, int64_t out_w,           \
         int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dil_h, int64_t dil_w,            \
-        int64_t offset_groups, cudaStream_t stream
+        int64_t groups, int64_t offset_groups, cudaStream_t stream
 #define TORCHTRT_EXT_DCN_PASS                                                                                      \
     input, offset, mask, columns, n, channels, height, width, kernel_h, kernel_w, out_h, out_w, stride_h,          \
-        stride_w, pad_h, pad_w, dil_h, dil_w, offset_groups, stream
+        stride_w, pad_h, pad_w, dil_h, dil_w, groups, offset_groups, stream
 
 extern "C" {
 

@@ -14,6 +14,7 @@ from torchtrt_ext.errors import LibraryNotFoundError
 from torchtrt_ext.ops import deform_conv2d
 from torchtrt_ext.ops.deform_conv2d import sample_columns, torch_deform_conv2d
 from tests.helpers import rel_err
+from tests.ops.test_deform_conv2d import to_kernel_layout
 
 pytestmark = pytest.mark.gpu
 
@@ -78,6 +79,8 @@ def test_kernel_matches_torchvision_float64(name: str, dtype: torch.dtype, fp32_
 
     if fp32_gemm != "-":
         monkeypatch.setattr(_deform_conv2d_cuda, "FP32_GEMM", fp32_gemm)
+        monkeypatch.setattr(_deform_conv2d_cuda, "SPLIT_MIN_MACS", 0)  # these shapes are small: force the split
+        monkeypatch.setattr(_deform_conv2d_cuda, "TF32_CHUNK", 100)  # several K-chunks with uneven ends
 
     t = _make(CASES[name])
     ref = _torchvision_f64(t, dtype)
@@ -97,18 +100,18 @@ def test_kernel_matches_torchvision_float64(name: str, dtype: torch.dtype, fp32_
     assert torch.equal(public, got)
 
 
-@pytest.mark.parametrize("name", ["far_outside", "groups_offset_groups", "kernel5x1"])
+@pytest.mark.parametrize("name", ["far_outside", "groups_offset_groups", "offset_groups8", "kernel5x1"])
 def test_columns_match_pytorch_sampling(name: str) -> None:
     _kernel_library()
     from torchtrt_ext.ops._deform_conv2d_cuda import im2col_cuda
 
     t = _make(CASES[name])
     k = tuple(t["weight"].shape[-2:])
-    cols = im2col_cuda(t["input"], t["offset"], t["mask"], k, t["stride"], t["padding"], t["dilation"],
+    cols = im2col_cuda(t["input"], t["offset"], t["mask"], k, t["stride"], t["padding"], t["dilation"], t["groups"],
                        t["offset_groups"])
     ref = sample_columns(t["input"].double(), t["offset"].double(), None if t["mask"] is None else t["mask"].double(),
                          k, t["stride"], t["padding"], t["dilation"], t["offset_groups"])
-    assert rel_err(cols, ref) < 1e-6
+    assert rel_err(cols, to_kernel_layout(ref, t["groups"], k[0] * k[1])) < 1e-6
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -128,13 +131,15 @@ def test_split_columns_sum_to_plain_columns(split: bool) -> None:
     from torchtrt_ext.ops._deform_conv2d_cuda import im2col_cuda
 
     t = _make(CASES["groups_offset_groups"])
-    args = (t["input"], t["offset"], t["mask"], (3, 3), t["stride"], t["padding"], t["dilation"], t["offset_groups"])
+    args = (t["input"], t["offset"], t["mask"], (3, 3), t["stride"], t["padding"], t["dilation"], t["groups"],
+            t["offset_groups"])
     plain = im2col_cuda(*args)
+    rows = t["input"].shape[1] * 9
     if not split:
-        assert plain.shape[1] == t["input"].shape[1] * 9
+        assert plain.shape[2] == rows
         return
     pair = im2col_cuda(*args, split_tf32=True)
-    hi, lo = pair[:, :plain.shape[1]], pair[:, plain.shape[1]:]
+    hi, lo = pair[:, :, :rows], pair[:, :, rows:]
     assert torch.equal(hi.view(torch.int32) & 0x1FFF, torch.zeros_like(hi, dtype=torch.int32))  # TF32-exact
     assert (hi + lo - plain).abs().max() <= 1e-6 * plain.abs().max()  # equal up to FMA contraction differences
 
@@ -149,7 +154,7 @@ def test_large_batch_is_sliced_and_matches() -> None:
     whole = dcn.deform_conv2d_cuda(*args)
     budget = dcn.COLUMNS_BUDGET_BYTES
     try:
-        dcn.COLUMNS_BUDGET_BYTES = 2 * 8 * 9 * 81 * 4  # two images per slice
+        dcn.COLUMNS_BUDGET_BYTES = 2 * 2 * 8 * 9 * 81 * 4  # two images per slice (split columns are twice as wide)
         sliced = dcn.deform_conv2d_cuda(*args)
     finally:
         dcn.COLUMNS_BUDGET_BYTES = budget

@@ -1,17 +1,21 @@
 """Eager CUDA path of ``ops.deform_conv2d``: the sampling kernel of libtorchtrt_ext_kernels.so (ctypes) + cuBLAS.
 
-The kernel (csrc/kernels/deform_conv2d.cu) writes the deformable column buffer ``[N, C_in*K, H_out*W_out]`` for
-the whole batch in one launch; ``torch.matmul`` (cuBLAS, FP32 accumulation) multiplies it by the grouped weight.
+The kernel (csrc/kernels/deform_conv2d.cu) reads the input channels-last and writes the deformable column buffer
+``[N, H_out*W_out, C_in*K]`` (rows ordered conv group, tap, channel) for the whole batch in one launch;
+``torch.matmul`` (cuBLAS, FP32 accumulation) multiplies the matching permutation of the weight by its transpose.
+Large batches are processed in slices so the column buffer stays under ``COLUMNS_BUDGET_BYTES``.
 
-float32 with groups == 1 uses error-compensated TF32 by default ("3xTF32"): the kernel writes every column value
-as its TF32 part and its exact FP32 remainder, the weight is split the same way, and tensor cores compute
-``W_hi x (C_hi + C_lo) + W_lo x C_hi`` with FP32 accumulation, whose error is close to an FP32 GEMM's (the dropped
-``W_lo x C_lo`` term is ~2^-22 relative) at a fraction of its time. ``FP32_GEMM = "sgemm"`` (or the environment
-variable ``TORCHTRT_EXT_DCN_FP32_GEMM=sgemm``) selects a plain FP32 SGEMM instead. The TF32 switch is set around
-the two GEMMs only and restored after (torch's flag is process-wide: not thread-safe against other threads that
-run float32 matmuls at the same moment).
-Large batches are processed in slices so the column buffer stays under ``COLUMNS_BUDGET_BYTES``. A missing library
-raises :class:`~torchtrt_ext.errors.LibraryNotFoundError`, the signal for the op to fall back to PyTorch math.
+float32 with groups == 1 and a large enough GEMM uses error-compensated TF32 by default ("3xTF32"): the kernel
+writes every column value as its TF32 part ``hi`` and its exact FP32 remainder ``lo``, the weight is split the same
+way, and tensor cores compute ``(W_lo x hi + W_hi x lo) + sum over K-chunks of W_hi x hi`` with FP32 accumulation.
+The chunks keep each tensor-core accumulation short (its rounding error grows with the reduction length) and meet
+in cuBLAS's FP32 epilogue; the dropped ``W_lo x lo`` term is ~2^-20 relative. ``FP32_GEMM = "sgemm"`` (or the
+environment variable ``TORCHTRT_EXT_DCN_FP32_GEMM=sgemm``) selects a plain FP32 SGEMM instead. The TF32 switch is
+set around these GEMMs only and restored after (torch's flag is process-wide: not thread-safe against other threads
+running float32 matmuls at the same moment).
+
+A missing library raises :class:`~torchtrt_ext.errors.LibraryNotFoundError`, the signal for the op to fall back to
+PyTorch math.
 """
 from __future__ import annotations
 
@@ -34,28 +38,31 @@ _LAUNCHERS = {
 _SPLIT_LAUNCHER = "torchtrt_ext_deform_conv2d_im2col_split_tf32"
 COLUMNS_BUDGET_BYTES = 1 << 30  # largest column buffer allocated at once (whole images per slice, at least one)
 FP32_GEMM = os.environ.get("TORCHTRT_EXT_DCN_FP32_GEMM", "3xtf32")  # "3xtf32" or "sgemm"
+SPLIT_MIN_MACS = 1 << 28  # below this many multiply-adds the plain SGEMM wins (fewer launches)
+TF32_CHUNK = 576  # reduction length of each W_hi x hi tensor-core GEMM
 
 
 @functools.lru_cache(maxsize=None)
 def _launcher(name: str) -> ctypes._CFuncPtr:  # type: ignore[name-defined]
     """The extern "C" launcher `name`, argtypes set once (raises LibraryNotFoundError without the library)."""
     fn = getattr(_native.kernels_library(), name)
-    fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 15 + [ctypes.c_void_p]
+    fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 16 + [ctypes.c_void_p]
     fn.restype = ctypes.c_int32
     return fn
 
 
 def im2col_cuda(input: torch.Tensor, offset: torch.Tensor, mask: torch.Tensor | None, kernel: tuple[int, int],
-                stride: tuple, padding: tuple, dilation: tuple, offset_groups: int,
-                out: torch.Tensor | None = None, split_tf32: bool = False) -> torch.Tensor:
-    """The deformable column buffer ``[N, C_in*kh*kw, H_out*W_out]`` sampled by the CUDA kernel.
+                stride: tuple, padding: tuple, dilation: tuple, groups: int, offset_groups: int,
+                split_tf32: bool = False) -> torch.Tensor:
+    """The deformable column buffer ``[N, H_out*W_out, C_in*kh*kw]`` sampled by the CUDA kernel.
+
+    Row ``gc*(K*Cg) + k*Cg + c'`` of a pixel holds channel ``gc*Cg + c'`` at tap ``k`` (``Cg = C_in/groups``).
 
     Args:
-        input, offset, mask: contiguous-able CUDA tensors of one dtype (mask may be None), shapes as in
-            ``ops.deform_conv2d``; checked by the op before this is called.
-        kernel: (kh, kw). stride, padding, dilation: pairs. offset_groups: >= 1, dividing C_in.
-        out: a contiguous buffer of the result's shape and dtype to write into; None allocates one. Default: None.
-        split_tf32: float32 only: return ``[N, 2*C_in*K, P]``, TF32 parts then FP32 remainders. Default: False.
+        input, offset, mask: CUDA tensors of one dtype (mask may be None), shapes as in ``ops.deform_conv2d``;
+            checked by the op before this is called. ``input`` is made channels-last (free when it already is).
+        kernel: (kh, kw). stride, padding, dilation: pairs. groups, offset_groups: >= 1, dividing C_in.
+        split_tf32: float32 only: return ``[N, P, 2*C_in*K]``, TF32 parts then FP32 remainders. Default: False.
 
     Raises:
         LibraryNotFoundError: libtorchtrt_ext_kernels.so is not built or does not load.
@@ -68,24 +75,53 @@ def im2col_cuda(input: torch.Tensor, offset: torch.Tensor, mask: torch.Tensor | 
     n, c, h, w = input.shape
     ho, wo = offset.shape[-2:]
     kh, kw = kernel
-    shape = (n, (2 if split_tf32 else 1) * c * kh * kw, ho * wo)
-    if out is None:
-        out = torch.empty(shape, dtype=input.dtype, device=input.device)
-    elif tuple(out.shape) != shape or out.dtype != input.dtype or not out.is_contiguous():
-        raise InvalidInputError(failure(f"im2col_cuda: out is {out.dtype} {list(out.shape)}",
-                                        f"a contiguous {input.dtype} tensor of shape {list(shape)}", "pass out=None"))
-    input, offset = input.contiguous(), offset.contiguous()
+    out = torch.empty((n, ho * wo, (2 if split_tf32 else 1) * c * kh * kw), dtype=input.dtype, device=input.device)
+    nhwc = input.permute(0, 2, 3, 1).contiguous()
+    offset = offset.contiguous()
     mask = mask.contiguous() if mask is not None else None
-    with torch.cuda.device(input.device):
-        stream = torch.cuda.current_stream(input.device).cuda_stream
-        status = launcher(input.data_ptr(), offset.data_ptr(), mask.data_ptr() if mask is not None else None,
+    device = input.device
+    context = torch.cuda.device(device) if device.index != torch.cuda.current_device() else contextlib.nullcontext()
+    with context:
+        stream = torch.cuda.current_stream(device).cuda_stream
+        status = launcher(nhwc.data_ptr(), offset.data_ptr(), mask.data_ptr() if mask is not None else None,
                           out.data_ptr(), n, c, h, w, kh, kw, ho, wo, stride[0], stride[1], padding[0], padding[1],
-                          dilation[0], dilation[1], offset_groups, stream)
-    _native.check_kernel_status(
-        status, f"{name}(input={list(input.shape)}, offset={list(offset.shape)}, kernel={kernel}, "
-        f"stride={stride}, padding={padding}, dilation={dilation}, offset_groups={offset_groups})",
-        "check the sizes; if the error is not cudaErrorInvalidValue, an earlier CUDA error may be pending "
-        "(run with CUDA_LAUNCH_BLOCKING=1 to find it)")
+                          dilation[0], dilation[1], groups, offset_groups, stream)
+    if status != 0:
+        _native.check_kernel_status(
+            status, f"{name}(input={list(input.shape)}, offset={list(offset.shape)}, kernel={kernel}, "
+            f"stride={stride}, padding={padding}, dilation={dilation}, groups={groups}, offset_groups={offset_groups})",
+            "check the sizes; if the error is not cudaErrorInvalidValue, an earlier CUDA error may be pending "
+            "(run with CUDA_LAUNCH_BLOCKING=1 to find it)")
+    return out
+
+
+def columns_weight(weight: torch.Tensor, groups: int) -> torch.Tensor:
+    """The weight in the columns' row order: ``[groups, C_out/groups, K * C_in/groups]`` (tap-major per group)."""
+    c_out, per_group, kh, kw = weight.shape
+    w = weight.reshape(groups, c_out // groups, per_group, kh * kw).transpose(-1, -2)
+    return w.reshape(groups, c_out // groups, kh * kw * per_group)
+
+
+def gemm_columns(cols: torch.Tensor, w: torch.Tensor, split: bool) -> torch.Tensor:
+    """``[m, C_out, P]`` = columns_weight x columns^T; ``split``: cols holds [hi | lo] (groups must be 1)."""
+    m, pixels, width = cols.shape
+    groups, outs, rows = w.shape
+    if not split:
+        if groups == 1:  # bmm (not matmul, which would fold the batch and return a transposed result)
+            return torch.bmm(w[0].expand(m, -1, -1), cols.transpose(1, 2))
+        per_group = cols.view(m, pixels, groups, rows).permute(0, 2, 3, 1)  # [m, groups, rows, P]
+        return torch.matmul(w, per_group).reshape(m, groups * outs, pixels)
+    w2 = w[0]
+    w_hi = _tf32_high(w2)
+    w_lo = w2 - w_hi
+    with _tf32_matmul():
+        pair = torch.cat([w_lo, w_hi], dim=1).expand(m, -1, -1)
+        out = torch.bmm(pair, cols.transpose(1, 2))  # W_lo x hi + W_hi x lo (small terms)
+        chunks = max(1, -(-rows // TF32_CHUNK))
+        step = -(-rows // chunks)
+        for a in range(0, rows, step):  # + W_hi x hi, in short reductions summed in FP32 epilogues
+            b = min(rows, a + step)
+            out.baddbmm_(w_hi[:, a:b].contiguous().expand(m, -1, -1), cols[:, :, a:b].transpose(1, 2))
     return out
 
 
@@ -94,8 +130,8 @@ def deform_conv2d_cuda(input: torch.Tensor, offset: torch.Tensor, weight: torch.
                        offset_groups: int) -> torch.Tensor:
     """``ops.deform_conv2d`` on CUDA tensors of one dtype (float32, float16, bfloat16): kernel sampling + GEMM."""
     tensors = [t for t in (input, offset, weight, bias, mask) if t is not None]
-    if any(not t.is_cuda or t.device != input.device or t.dtype != input.dtype for t in tensors) \
-            or input.dtype not in _LAUNCHERS:
+    if input.dtype not in _LAUNCHERS or any(not t.is_cuda or t.device != input.device or t.dtype != input.dtype
+                                            for t in tensors):
         raise InvalidInputError(failure(
             "deform_conv2d_cuda: got " + ", ".join(f"{t.dtype} on {t.device}" for t in tensors),
             "float32, float16 or bfloat16 tensors of one dtype on one CUDA device",
@@ -106,26 +142,17 @@ def deform_conv2d_cuda(input: torch.Tensor, offset: torch.Tensor, weight: torch.
     if n * c_out * ho * wo == 0 or c_in == 0:
         out = torch.zeros(n, c_out, ho, wo, dtype=input.dtype, device=input.device)
         return out + bias.view(1, c_out, 1, 1) if bias is not None else out
-    split = input.dtype == torch.float32 and groups == 1 and FP32_GEMM == "3xtf32"
-    w = weight.reshape(groups, c_out // groups, -1)
     rows = c_in * kh * kw
+    split = (input.dtype == torch.float32 and groups == 1 and FP32_GEMM == "3xtf32"
+             and n * c_out * ho * wo * rows >= SPLIT_MIN_MACS)
+    w = columns_weight(weight, groups)
     per_image = (2 if split else 1) * rows * ho * wo * input.element_size()
     step = max(1, COLUMNS_BUDGET_BYTES // per_image)
-    if split:
-        w_hi = _tf32_high(w[0])
-        w_pair = torch.cat([w_hi, w_hi], dim=1)  # [c_out, 2 * rows]: multiplies [hi; lo]
-        w_lo = w[0] - w_hi
 
     def convolve(n0: int, n1: int) -> torch.Tensor:  # [n1 - n0, c_out, ho, wo]
-        m = n1 - n0
         cols = im2col_cuda(input[n0:n1], offset[n0:n1], None if mask is None else mask[n0:n1], (kh, kw), stride,
-                           padding, dilation, offset_groups, split_tf32=split)
-        if not split:
-            return torch.matmul(w, cols.view(m, groups, rows // groups, ho * wo)).view(m, c_out, ho, wo)
-        with _tf32_matmul():
-            res = torch.matmul(w_pair, cols)  # W_hi x (C_hi + C_lo)
-            res.baddbmm_(w_lo.expand(m, -1, -1), cols[:, :rows])  # + W_lo x C_hi
-        return res.view(m, c_out, ho, wo)
+                           padding, dilation, groups, offset_groups, split_tf32=split)
+        return gemm_columns(cols, w, split).view(n1 - n0, c_out, ho, wo)
 
     if step >= n:
         out = convolve(0, n)
