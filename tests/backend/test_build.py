@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import sys
 from pathlib import Path
 
 import onnx
@@ -144,12 +145,14 @@ def test_stub_only_tensorrt_is_reported_as_missing(monkeypatch: pytest.MonkeyPat
     (tmp_path / "tensorrt").mkdir()
     (tmp_path / "tensorrt" / "__init__.pyi").write_text("")
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "tensorrt", raising=False)  # the namespace package import must not leak
     load_backend.cache_clear()
     try:
         with pytest.raises(MissingDependencyError, match="only type stubs or a placeholder are installed"):
             load_backend("tensorrt")
     finally:
         load_backend.cache_clear()
+        sys.modules.pop("tensorrt", None)
 
 
 def test_tensorrt_messages_reach_python_logging(rtx: str, caplog: pytest.LogCaptureFixture) -> None:

@@ -149,3 +149,16 @@ def test_module_checks_attributes_at_construction() -> None:
 def test_bad_inputs(x: object, match: str) -> None:
     with pytest.raises(InvalidInputError, match=match):
         l2norm(x)  # type: ignore[arg-type]
+
+
+@pytest.mark.gpu
+def test_cuda_call_paths_agree() -> None:
+    """No-grad calls go straight to the kernel; autograd and torch.compile go through the dispatcher."""
+    x = torch.randn(2, 64, 9, 7, device="cuda")
+    with torch.no_grad():
+        direct = l2norm(x)
+    through_autograd = l2norm(x.clone().requires_grad_())
+    compiled = torch.compile(lambda t: l2norm(t), fullgraph=True)(x)
+    assert torch.equal(direct, through_autograd.detach())
+    assert torch.allclose(compiled, direct, atol=1e-6)
+    assert rel_err(direct.cpu(), F.normalize(x.cpu().double(), dim=1, eps=1e-6)) < 1e-6

@@ -7,6 +7,7 @@ op to fall back to PyTorch math.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import math
@@ -31,6 +32,13 @@ def _launcher(dtype: torch.dtype) -> ctypes._CFuncPtr:  # type: ignore[name-defi
                    ctypes.c_float, ctypes.c_void_p]
     fn.restype = ctypes.c_int32
     return fn
+
+
+def _on_device(device: torch.device) -> contextlib.AbstractContextManager[object]:
+    """Make ``device`` current for the launch; a no-op (no device switch, the common case) when it already is."""
+    if device.index is None or device.index == torch.cuda.current_device():
+        return contextlib.nullcontext()
+    return torch.cuda.device(device)
 
 
 def view_sizes(shape: torch.Size | tuple[int, ...], axis: int) -> tuple[int, int, int]:
@@ -75,7 +83,7 @@ def l2norm_cuda(x: torch.Tensor, axis: int, eps: float, out: torch.Tensor | None
     if x.numel() == 0:
         return out
     outer, reduced, inner = view_sizes(x.shape, axis)
-    with torch.cuda.device(x.device):
+    with _on_device(x.device):
         stream = torch.cuda.current_stream(x.device).cuda_stream
         status = launcher(x.data_ptr(), out.data_ptr(), outer, reduced, inner, float(eps), stream)
     _native.check_kernel_status(

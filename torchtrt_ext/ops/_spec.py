@@ -273,14 +273,7 @@ class CustomOp:
 
         def cuda_impl(*args: Any) -> Any:
             tensors, attrs = split(args)
-            if spec.cuda is not None:
-                try:
-                    return _as_output(spec.cuda(*tensors, **attrs), len(spec.outputs))
-                except LibraryNotFoundError as exc:
-                    if not self._warned_cuda:
-                        warnings.warn(f"{spec.name}: CUDA kernel unavailable, using PyTorch math. {exc}", stacklevel=2)
-                        self._warned_cuda = True
-            return eager_impl(*args)
+            return self._run_cuda(tensors, attrs)
 
         def fake_impl(*args: Any) -> Any:
             tensors, attrs = split(args)
@@ -377,6 +370,30 @@ class CustomOp:
         return translate
 
     # ------------------------------------------------------------------------------------------------- calling
+    def _run_cuda(self, tensors: Sequence[torch.Tensor | None], attrs: dict[str, Any]) -> Any:
+        """The op's CUDA kernel, or its PyTorch math (warning once) when the kernel library is missing."""
+        spec = self.spec
+        if spec.cuda is not None:
+            try:
+                return _as_output(spec.cuda(*tensors, **attrs), len(spec.outputs))
+            except LibraryNotFoundError as exc:
+                if not self._warned_cuda:
+                    warnings.warn(f"{spec.name}: CUDA kernel unavailable, using PyTorch math. {exc}", stacklevel=3)
+                    self._warned_cuda = True
+        return _as_output(spec.eager(*tensors, **attrs), len(spec.outputs))
+
+    def _direct_cuda_call(self, tensors: Sequence[torch.Tensor | None]) -> bool:
+        """Whether the kernel may be called without the dispatcher: plain CUDA tensors, no tracing, no autograd.
+
+        The torch.library dispatch costs tens of microseconds per call, more than a small kernel; it is kept
+        wherever it matters: under torch.compile/torch.export, for tensor subclasses (fake, functional), and
+        when a gradient is needed.
+        """
+        present = [t for t in tensors if t is not None]
+        return (self.spec.cuda is not None and all(type(t) is torch.Tensor and t.is_cuda for t in present)
+                and not torch.compiler.is_compiling()
+                and not (torch.is_grad_enabled() and any(t.requires_grad for t in present)))
+
     def __call__(self, *tensors: torch.Tensor | None, **attrs: Any) -> Any:
         """Validate inputs and attributes, then run the op (or emit it when an exporter is tracing)."""
         spec = self.spec
@@ -399,6 +416,8 @@ class CustomOp:
         args = list(tensors) + [attrs[a.name] for a in spec.attrs]
         if torch.jit.is_tracing():  # the legacy TorchScript exporter: emit the node through symbolic
             return self.autograd_function.apply(*args)
+        if self._direct_cuda_call(tensors):
+            return self._run_cuda(tensors, attrs)
         return self.torch_op(*args)
 
     def __repr__(self) -> str:
