@@ -1,6 +1,7 @@
 """Time DeformConv2d on the GPU: our CUDA path vs torchvision's CUDA op vs the eager PyTorch math vs plain conv2d.
 
     python bench/deform_conv.py [--dtypes float32,float16] [--warmup 50] [--reps 200] [--eager-reps 20]
+                                [--cases resnet_stage,det_head,small] [--no-eager]
 
 Cases follow shared/anchors/dcn_h200.md (3x3, padding 1, one offset group, offsets with sigma = 2 pixels, random
 mask). Methods:
@@ -62,6 +63,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--reps", type=int, default=200)
     parser.add_argument("--eager-reps", type=int, default=20)
+    parser.add_argument("--cases", default=",".join(c[0] for c in CASES), help="comma-separated case names")
+    parser.add_argument("--no-eager", action="store_true", help="skip the (slow) eager PyTorch math")
     args = parser.parse_args()
     from torchvision.ops import deform_conv2d as tv_deform_conv2d
 
@@ -69,7 +72,7 @@ def main() -> None:
           f"{torch.backends.cuda.matmul.allow_tf32}, cudnn.allow_tf32={torch.backends.cudnn.allow_tf32}")
     timer = DeviceTimer(args.warmup)
     rows = []
-    for name, n, cin, cout, h, w in CASES:
+    for name, n, cin, cout, h, w in (c for c in CASES if c[0] in args.cases.split(",")):
         for dt in (DTYPES[d] for d in args.dtypes.split(",")):
             gen = torch.Generator(device="cuda").manual_seed(0)
             x = torch.randn(n, cin, h, w, device="cuda", generator=gen).to(dt)
@@ -93,8 +96,8 @@ def main() -> None:
                 "ours_im2col": (lambda: im2col_cuda(x, off, msk, (3, 3), (1, 1), (1, 1), (1, 1), 1, 1,
                                                    split_tf32=dt == torch.float32), args.reps),
                 "torchvision": (lambda: tv_deform_conv2d(x, off, wt, b, padding=1, mask=msk), args.reps),
-                "eager": (lambda: torch_deform_conv2d(x, off, wt, b, msk, (1, 1), (1, 1), (1, 1), 1, 1),
-                          args.eager_reps),
+                **({} if args.no_eager else {"eager": (
+                    lambda: torch_deform_conv2d(x, off, wt, b, msk, (1, 1), (1, 1), (1, 1), 1, 1), args.eager_reps)}),
                 "conv": (lambda: F.conv2d(x, wt, b, padding=1), args.reps),
             }
             row = {"case": name, "dtype": SHORT[dt], "shape": [n, cin, cout, h, w]}

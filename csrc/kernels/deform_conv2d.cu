@@ -1,11 +1,14 @@
 // DeformConv2d sampling kernel behind the extern "C" launchers of deform_conv2d.h.
 //
-// One launch samples the whole batch. A thread owns one (image, output pixel, kernel tap) and a run of VEC channels
-// (16 bytes when the channel counts allow, else one channel). Consecutive threads own consecutive channel runs of
-// the same pixel and tap, then the next tap: with a channels-last input the four corner reads of a warp are
-// contiguous 16-byte runs of one or two cache lines each, and the column writes ([pixel][group, tap, channel]) are
-// contiguous too. The sampling point, corner indices and bilinear weights (mask folded in) are recomputed by every
-// thread of a pixel and tap from one broadcast read of the offsets and mask: a few dozen ALU instructions.
+// One launch samples the whole batch. A block owns a tile of kTilePixels consecutive output pixels of one image and
+// walks its items (pixel, kernel tap, run of VEC channels: 16 bytes when the channel counts allow, else one
+// channel), consecutive threads on consecutive channel runs of the same pixel and tap. With a channels-last input the
+// four corner reads of a warp are contiguous 16-byte runs, the column writes ([pixel][group, tap, channel]) are
+// contiguous too, and the tile's corners (a window a few pixels larger than the tile) stay in L1 while all its taps
+// read them, so most corner reads never reach L2. When 256 is a multiple of the number of channel runs, a thread
+// keeps one run for the whole tile, so its channel-dependent addressing (64-bit divisions) is computed once. The
+// sampling point, corner indices and bilinear weights (mask folded in) are recomputed per item from one broadcast
+// read of the offsets and mask: a few dozen ALU instructions.
 //
 // All arithmetic is FP32; data are float, __half or __nv_bfloat16. The split variant (float only) writes each value
 // twice, as its TF32 part and its FP32 remainder, for an error-compensated TF32 GEMM.
@@ -20,6 +23,7 @@ namespace torchtrt_ext {
 namespace deform_conv2d_detail {
 
 constexpr int kThreads = 256;
+constexpr int kTilePixels = 16;
 constexpr int64_t kMaxGridX = 0x7fffffff;
 
 __device__ __forceinline__ float toF32(float v) { return v; }
@@ -64,21 +68,28 @@ struct Params {
     int64_t row_stride;        // elements per pixel row of columns: C*K, or 2*C*K when split
 };
 
+// What a thread needs about its run of channels, computed once per run (two 64-bit divisions).
+template <typename T>
+struct Channels {
+    T const* src;    // input + image + first channel of the run (channels-last)
+    int64_t ng;      // image * offset_groups + offset group of the run
+    int64_t row;     // column of the run at tap 0: gc * (K * Cg) + channel within its conv group
+};
+
+template <typename T, int VEC>
+__device__ __forceinline__ Channels<T> channelsOf(T const* input, Params const& p, int64_t n, int64_t run) {
+    int64_t const c = run * VEC;
+    int64_t const gc = c / p.per_group;
+    return {input + n * p.height * p.width * p.channels + c, n * p.offset_groups + c / p.per_offset_group,
+            gc * (p.kernel_h * p.kernel_w * p.per_group) + (c - gc * p.per_group)};
+}
+
 template <typename T, int VEC, bool kSplit, typename Idx>
-__global__ void __launch_bounds__(kThreads)
-    im2colKernel(T const* __restrict__ input, T const* __restrict__ offset, T const* __restrict__ mask,
-                 T* __restrict__ columns, Params const p, Idx const total) {
-    Idx const t = static_cast<Idx>(blockIdx.x) * kThreads + static_cast<Idx>(threadIdx.x);
-    if (t >= total) return;
-    Idx const runs = static_cast<Idx>(p.channels / VEC);
+__device__ __forceinline__ void sampleItem(T const* __restrict__ offset, T const* __restrict__ mask,
+                                           T* __restrict__ columns, Params const& p, Channels<T> const& ch,
+                                           Idx const n, Idx const pix, Idx const k) {
     Idx const taps = static_cast<Idx>(p.kernel_h * p.kernel_w);
     Idx const pixels = static_cast<Idx>(p.out_h * p.out_w);
-    Idx const r0 = t / runs;
-    Idx const run = t - r0 * runs;
-    Idx const r1 = r0 / taps;
-    Idx const k = r0 - r1 * taps;
-    Idx const n = r1 / pixels;
-    Idx const pix = r1 - n * pixels;
     Idx const out_w = static_cast<Idx>(p.out_w);
     Idx const oy = pix / out_w;
     Idx const ox = pix - oy * out_w;
@@ -86,9 +97,7 @@ __global__ void __launch_bounds__(kThreads)
     Idx const i = k / kw;
     Idx const j = k - i * kw;
 
-    int64_t const c = static_cast<int64_t>(run) * VEC;
-    int64_t const g = c / p.per_offset_group;
-    int64_t const ng = static_cast<int64_t>(n) * p.offset_groups + g;
+    int64_t const ng = ch.ng;
     int64_t const off = (ng * 2 * taps + 2 * static_cast<int64_t>(k)) * pixels + pix;
     float const dy = toF32(offset[off]);
     float const dx = toF32(offset[off + pixels]);
@@ -117,7 +126,7 @@ __global__ void __launch_bounds__(kThreads)
     float acc[VEC];
 #pragma unroll
     for (int e = 0; e < VEC; ++e) acc[e] = 0.f;
-    T const* src = input + static_cast<int64_t>(n) * p.height * p.width * p.channels + c;
+    T const* src = ch.src;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
         if (ci[q] < 0) continue;  // a corner outside the image contributes 0 (it is not read)
@@ -126,9 +135,7 @@ __global__ void __launch_bounds__(kThreads)
         for (int e = 0; e < VEC; ++e) acc[e] += cw[q] * toF32(v.v[e]);
     }
 
-    int64_t const gc = c / p.per_group;
-    int64_t const row = gc * (static_cast<int64_t>(taps) * p.per_group) + static_cast<int64_t>(k) * p.per_group +
-                        (c - gc * p.per_group);
+    int64_t const row = ch.row + static_cast<int64_t>(k) * p.per_group;
     T* dst = columns + (static_cast<int64_t>(n) * pixels + pix) * p.row_stride + row;
     if constexpr (kSplit) {
         Pack<T, VEC> hi, lo;
@@ -147,17 +154,48 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
+// Block b samples pixels [tile * kTilePixels, +kTilePixels) of image n (b = n * tiles + tile), every tap and run.
+template <typename T, int VEC, bool kSplit, typename Idx>
+__global__ void __launch_bounds__(kThreads)
+    im2colKernel(T const* __restrict__ input, T const* __restrict__ offset, T const* __restrict__ mask,
+                 T* __restrict__ columns, Params const p, Idx const tiles) {
+    Idx const runs = static_cast<Idx>(p.channels / VEC);
+    Idx const taps = static_cast<Idx>(p.kernel_h * p.kernel_w);
+    Idx const pixels = static_cast<Idx>(p.out_h * p.out_w);
+    Idx const n = static_cast<Idx>(blockIdx.x) / tiles;
+    Idx const first = (static_cast<Idx>(blockIdx.x) - n * tiles) * kTilePixels;
+    Idx const count = min(static_cast<Idx>(kTilePixels), pixels - first);
+    Idx const slots = count * taps;  // (pixel, tap) pairs of the tile
+    if (kThreads % runs == 0) {  // the usual case: a thread keeps one run of channels for the whole tile
+        Idx const run = static_cast<Idx>(threadIdx.x) % runs;
+        Channels<T> const ch = channelsOf<T, VEC>(input, p, n, run);
+        for (Idx slot = static_cast<Idx>(threadIdx.x) / runs; slot < slots; slot += kThreads / runs) {
+            Idx const local = slot / taps;
+            sampleItem<T, VEC, kSplit, Idx>(offset, mask, columns, p, ch, n, first + local, slot - local * taps);
+        }
+    } else {
+        for (Idx item = threadIdx.x; item < slots * runs; item += kThreads) {
+            Idx const slot = item / runs;
+            Idx const local = slot / taps;
+            Channels<T> const ch = channelsOf<T, VEC>(input, p, n, item - slot * runs);
+            sampleItem<T, VEC, kSplit, Idx>(offset, mask, columns, p, ch, n, first + local, slot - local * taps);
+        }
+    }
+}
+
 template <typename T, int VEC, bool kSplit>
-cudaError_t launch(T const* input, T const* offset, T const* mask, T* columns, Params const& p, int64_t total,
-                   cudaStream_t stream) {
-    int64_t const blocks = (total + kThreads - 1) / kThreads;
+cudaError_t launch(T const* input, T const* offset, T const* mask, T* columns, Params const& p, int64_t n,
+                   int64_t total, cudaStream_t stream) {
+    int64_t const pixels = p.out_h * p.out_w;
+    int64_t const tiles = (pixels + kTilePixels - 1) / kTilePixels;
+    int64_t const blocks = n * tiles;
     if (blocks > kMaxGridX) return cudaErrorInvalidValue;
-    if (total <= 0x7fffffff) {
+    if (total <= 0x7fffffff) {  // 32-bit index arithmetic (cheaper divisions) when every index fits
         im2colKernel<T, VEC, kSplit, int32_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-            input, offset, mask, columns, p, static_cast<int32_t>(total));
+            input, offset, mask, columns, p, static_cast<int32_t>(tiles));
     } else {
         im2colKernel<T, VEC, kSplit, int64_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-            input, offset, mask, columns, p, total);
+            input, offset, mask, columns, p, tiles);
     }
     return cudaGetLastError();
 }
@@ -190,8 +228,8 @@ int32_t im2col(void const* input, void const* offset, void const* mask, void* co
     bool const vec = p.per_group % kVec == 0 && p.per_offset_group % kVec == 0 && aligned16(input) &&
                      aligned16(columns);
     int64_t const total = n * pixels * taps * (vec ? channels / kVec : channels);
-    cudaError_t const status = vec ? launch<T, kVec, kSplit>(in, off, msk, cols, p, total, stream)
-                                   : launch<T, 1, kSplit>(in, off, msk, cols, p, total, stream);
+    cudaError_t const status = vec ? launch<T, kVec, kSplit>(in, off, msk, cols, p, n, total, stream)
+                                   : launch<T, 1, kSplit>(in, off, msk, cols, p, n, total, stream);
     return static_cast<int32_t>(status);
 }
 

@@ -39,7 +39,7 @@ _SPLIT_LAUNCHER = "torchtrt_ext_deform_conv2d_im2col_split_tf32"
 COLUMNS_BUDGET_BYTES = 1 << 30  # largest column buffer allocated at once (whole images per slice, at least one)
 FP32_GEMM = os.environ.get("TORCHTRT_EXT_DCN_FP32_GEMM", "3xtf32")  # "3xtf32" or "sgemm"
 SPLIT_MIN_MACS = 1 << 28  # below this many multiply-adds the plain SGEMM wins (fewer launches)
-TF32_CHUNK = 576  # reduction length of each W_hi x hi tensor-core GEMM
+TF32_CHUNK = 768  # longest reduction of one W_hi x hi tensor-core GEMM (error grows with it; 3 for K=2304)
 
 
 @functools.lru_cache(maxsize=None)
