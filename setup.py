@@ -4,6 +4,8 @@
   nvcc is found. Used by the eager CUDA path of the ops and by the Python TensorRT plugins (ctypes).
 * ``libtorchtrt_ext_plugins.so``: the IPluginV3 classes of ``csrc/plugins`` plus the same kernels, built only
   when TensorRT headers (``NvInfer.h``) are found; otherwise skipped with the reason printed.
+* ``libtorchtrt_ext_plugins_autoload.so``: ``csrc/plugins/autoload``, linked against the plugin library; registers
+  its creators when loaded by a plain dlopen (Triton, ONNX Runtime). Built and skipped with the plugin library.
 
 Environment variables:
   TORCHTRT_EXT_CUDA_ARCHS   semicolon list of SM versions, default "75;80;86;89;90" (PTX of the last is added)
@@ -110,14 +112,22 @@ class BuildNative(build_ext):
         include, looked = find_trt_include()
         if include is None:
             _log("TensorRT headers (NvInfer.h) not found in " + ", ".join(looked) +
-                 ": libtorchtrt_ext_plugins.so skipped. Set TORCHTRT_EXT_TRT_INCLUDE to the folder holding NvInfer.h.")
+                 ": libtorchtrt_ext_plugins_autoload.so and libtorchtrt_ext_plugins.so skipped. "
+                 "Set TORCHTRT_EXT_TRT_INCLUDE to the folder holding NvInfer.h.")
             return
-        plugin_sources = sorted((CSRC / "plugins").rglob("*.cpp"))
+        autoload = CSRC / "plugins" / "autoload"
+        plugin_sources = sorted(p for p in (CSRC / "plugins").rglob("*.cpp") if autoload not in p.parents)
         if not plugin_sources:
             _log("no csrc/plugins/*.cpp sources: libtorchtrt_ext_plugins.so skipped")
             return
-        _nvcc_shared(nvcc, plugin_sources + kernels, out_dir / "libtorchtrt_ext_plugins.so",
-                     ["-I", str(include), "-Xcompiler", "-Wno-deprecated-declarations"])
+        trt_flags = ["-I", str(include), "-Xcompiler", "-Wno-deprecated-declarations"]
+        _nvcc_shared(nvcc, plugin_sources + kernels, out_dir / "libtorchtrt_ext_plugins.so", trt_flags)
+        # Registers the plugin library's creators when merely dlopened (Triton plugins=, ONNX Runtime's TensorRT EP);
+        # links it, found beside it through $ORIGIN; never unloaded while its creators sit in TensorRT's registry.
+        _nvcc_shared(nvcc, [autoload / "autoload.cpp", CSRC / "plugins" / "common" / "logging.cpp"],
+                     out_dir / "libtorchtrt_ext_plugins_autoload.so",
+                     [*trt_flags, "-L", str(out_dir), "-ltorchtrt_ext_plugins", "-ldl",
+                      "-Xlinker", "-rpath,$ORIGIN", "-Xlinker", "-z,nodelete"])
 
 
 class NativeDistribution(Distribution):

@@ -10,6 +10,7 @@ from torchtrt_ext.errors import KernelError, LibraryNotFoundError, TorchTRTExtEr
 
 KERNELS_LIB = "libtorchtrt_ext_kernels.so"
 PLUGINS_LIB = "libtorchtrt_ext_plugins.so"
+PLUGINS_AUTOLOAD_LIB = "libtorchtrt_ext_plugins_autoload.so"
 _PACKAGE_LIB_DIR = Path(__file__).resolve().parent / "lib"
 _BUILD_HINT = ("rebuild with `pip install -e .` (or `python setup.py build_ext --inplace`) on a machine with nvcc{extra}; "
                "or point {var} at an existing copy")
@@ -45,6 +46,19 @@ def kernels_library_path() -> Path:
 def plugin_library_path() -> Path:
     """Path of libtorchtrt_ext_plugins.so (override: $TORCHTRT_EXT_PLUGIN_LIB); raises LibraryNotFoundError."""
     return _find(PLUGINS_LIB, "TORCHTRT_EXT_PLUGIN_LIB",
+                 " and TensorRT headers (set TORCHTRT_EXT_TRT_INCLUDE to the folder holding NvInfer.h)")
+
+
+def plugin_autoload_library_path() -> Path:
+    """Path of libtorchtrt_ext_plugins_autoload.so (override: $TORCHTRT_EXT_PLUGIN_AUTOLOAD_LIB); raises
+    LibraryNotFoundError.
+
+    That library registers the plugin library's creators when it is merely loaded (``dlopen``): hand it to loaders
+    that do not call ``getCreators`` (Triton's ``--backend-config=tensorrt,plugins=``, ONNX Runtime's
+    ``trt_extra_plugin_lib_paths``). It loads the ``libtorchtrt_ext_plugins.so`` in its own folder, so keep the two
+    together.
+    """
+    return _find(PLUGINS_AUTOLOAD_LIB, "TORCHTRT_EXT_PLUGIN_AUTOLOAD_LIB",
                  " and TensorRT headers (set TORCHTRT_EXT_TRT_INCLUDE to the folder holding NvInfer.h)")
 
 

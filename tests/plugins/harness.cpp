@@ -1,6 +1,6 @@
 // Conformance harness for libtorchtrt_ext_plugins.so: drives the plugins the way TensorRT does, with no TensorRT
 // library. Only TensorRT's public headers are used; the objects TensorRT would provide (logger finder, expression
-// builder, resource context, plugin registry) are test doubles defined here.
+// builder, resource context; the plugin registry in test_registry.h) are test doubles defined here.
 //
 //   harness LIB fields             print the L2Norm creator's advertised fields ("field <name> <type> <length>")
 //   harness LIB cpu                every check that needs no GPU
@@ -9,6 +9,7 @@
 //
 // Each check prints "ok   <name>" or "FAIL <name>: <detail>"; the exit status is the number of failures (capped).
 #include "NvInferRuntime.h"
+#include "test_registry.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -29,6 +30,7 @@
 #include <vector>
 
 using namespace nvinfer1;
+using test_doubles::TestRegistry;
 
 namespace
 {
@@ -281,90 +283,6 @@ public:
     {
         return nullptr;
     }
-};
-
-//! Keeps (creator, namespace) pairs, as TensorRT's registry does.
-class TestRegistry final : public IPluginRegistry
-{
-public:
-    ~TestRegistry() noexcept override = default;
-    void setErrorRecorder(IErrorRecorder* const) noexcept override {}
-    IErrorRecorder* getErrorRecorder() const noexcept override
-    {
-        return nullptr;
-    }
-    bool isParentSearchEnabled() const override
-    {
-        return false;
-    }
-    void setParentSearchEnabled(bool const) override {}
-    PluginLibraryHandle loadLibrary(AsciiChar const*) noexcept override
-    {
-        return nullptr;
-    }
-    void deregisterLibrary(PluginLibraryHandle) noexcept override {}
-    bool registerCreator(IPluginCreatorInterface& creator, AsciiChar const* const pluginNamespace) noexcept override
-    {
-        auto* v3 = asV3(&creator);
-        if (v3 == nullptr || getCreator(v3->getPluginName(), v3->getPluginVersion(), pluginNamespace) != nullptr)
-        {
-            return false;
-        }
-        mEntries.push_back({&creator, pluginNamespace != nullptr ? pluginNamespace : ""});
-        mAll.push_back(&creator);
-        ++registerCalls;
-        return true;
-    }
-    IPluginCreatorInterface* const* getAllCreators(int32_t* const numCreators) const noexcept override
-    {
-        *numCreators = static_cast<int32_t>(mAll.size());
-        return mAll.data();
-    }
-    IPluginCreatorInterface* getCreator(AsciiChar const* const name, AsciiChar const* const version,
-        AsciiChar const* const pluginNamespace = "") noexcept override
-    {
-        for (auto const& entry : mEntries)
-        {
-            auto* v3 = asV3(entry.first);
-            if (std::strcmp(v3->getPluginName(), name) == 0 && std::strcmp(v3->getPluginVersion(), version) == 0
-                && entry.second == (pluginNamespace != nullptr ? pluginNamespace : ""))
-            {
-                return entry.first;
-            }
-        }
-        return nullptr;
-    }
-    bool deregisterCreator(IPluginCreatorInterface const&) noexcept override
-    {
-        return false;
-    }
-    IPluginResource* acquirePluginResource(AsciiChar const*, IPluginResource*) noexcept override
-    {
-        return nullptr;
-    }
-    int32_t releasePluginResource(AsciiChar const*) noexcept override
-    {
-        return -1;
-    }
-    IPluginCreatorInterface* const* getAllCreatorsRecursive(int32_t* const numCreators) noexcept override
-    {
-        return getAllCreators(numCreators);
-    }
-
-    static IPluginCreatorV3One* asV3(IPluginCreatorInterface* creator)
-    {
-        if (creator == nullptr || std::strcmp(creator->getInterfaceInfo().kind, "PLUGIN CREATOR_V3ONE") != 0)
-        {
-            return nullptr;
-        }
-        return static_cast<IPluginCreatorV3One*>(creator);
-    }
-
-    int32_t registerCalls{0};
-    std::vector<std::pair<IPluginCreatorInterface*, std::string>> mEntries;
-
-private:
-    std::vector<IPluginCreatorInterface*> mAll;
 };
 
 // ------------------------------------------------------------------------------------------------ helpers

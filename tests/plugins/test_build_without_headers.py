@@ -48,10 +48,16 @@ def test_setup_skips_plugin_library_without_headers(tmp_path: Path) -> None:
     assert "libtorchtrt_ext_plugins.so skipped" in result.stderr and "TORCHTRT_EXT_TRT_INCLUDE" in result.stderr
     assert (tree / "torchtrt_ext" / "lib" / "libtorchtrt_ext_kernels.so").exists()
     assert not (tree / "torchtrt_ext" / "lib" / "libtorchtrt_ext_plugins.so").exists()
+    assert "libtorchtrt_ext_plugins_autoload.so" in result.stderr
+    assert not (tree / "torchtrt_ext" / "lib" / "libtorchtrt_ext_plugins_autoload.so").exists()
 
 
 def test_missing_plugin_library_error_says_how_to_build(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(_native, "_PACKAGE_LIB_DIR", tmp_path)
     monkeypatch.delenv("TORCHTRT_EXT_PLUGIN_LIB", raising=False)
+    monkeypatch.delenv("TORCHTRT_EXT_PLUGIN_AUTOLOAD_LIB", raising=False)
     with pytest.raises(LibraryNotFoundError, match=r"libtorchtrt_ext_plugins.so not found.*TORCHTRT_EXT_TRT_INCLUDE"):
         _native.plugin_library_path()
+    with pytest.raises(LibraryNotFoundError, match=r"libtorchtrt_ext_plugins_autoload.so not found.*"
+                                                   r"TORCHTRT_EXT_TRT_INCLUDE.*TORCHTRT_EXT_PLUGIN_AUTOLOAD_LIB"):
+        _native.plugin_autoload_library_path()
