@@ -66,10 +66,20 @@ def make_engine(*, batch: int = -1, dtype: str = "float32", plugins: tuple[str, 
 
 @pytest.fixture
 def fake_lib(tmp_path: Path) -> Path:
+    """A stand-in libtorchtrt_ext_plugins.so with its autoload companion beside it, as setup.py builds them."""
     lib = tmp_path / "build" / "libtorchtrt_ext_plugins.so"
     lib.parent.mkdir()
     lib.write_bytes(b"\x7fELF fake library exporting getCreators")
+    (lib.parent / "libtorchtrt_ext_plugins_autoload.so").write_bytes(b"\x7fELF fake autoload: getPluginRegistry")
     return lib
+
+
+@pytest.fixture
+def no_built_libraries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """_native finds no library of its own (neither built in the package nor named by the environment)."""
+    monkeypatch.setattr("torchtrt_ext._native._PACKAGE_LIB_DIR", tmp_path / "empty")
+    for var in ("TORCHTRT_EXT_PLUGIN_LIB", "TORCHTRT_EXT_PLUGIN_AUTOLOAD_LIB"):
+        monkeypatch.delenv(var, raising=False)
 
 
 # ------------------------------------------------------------------------------------------------ config.pbtxt
@@ -118,20 +128,64 @@ def test_unknown_dtype_is_refused() -> None:
 
 
 # -------------------------------------------------------------------------------------------- plugin library
-def test_plugin_library_copied_and_preloaded(tmp_path: Path, fake_lib: Path,
-                                             caplog: pytest.LogCaptureFixture,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_plugin_libraries_copied_and_loaded_through_backend_config(tmp_path: Path, fake_lib: Path,
+                                                                   caplog: pytest.LogCaptureFixture,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     with caplog.at_level(logging.WARNING, logger="torchtrt_ext.deploy"):
         repo = deploy.triton_repository(make_engine(), tmp_path / "repo", "det", max_batch_size=8,
                                         plugin_library=fake_lib)
-    copied = (tmp_path / "repo" / "det" / "libtorchtrt_ext_plugins.so").resolve()
-    assert repo.plugin_library == copied and copied.read_bytes() == fake_lib.read_bytes()
-    assert repo.command == (f"LD_PRELOAD={copied}:${{LD_PRELOAD}} tritonserver "
-                            f"--model-repository={(tmp_path / 'repo').resolve()}")
+    model_dir = (tmp_path / "repo" / "det").resolve()
+    main, autoload = model_dir / "libtorchtrt_ext_plugins.so", model_dir / "libtorchtrt_ext_plugins_autoload.so"
+    assert repo.plugin_files == (main, autoload)
+    assert main.read_bytes() == fake_lib.read_bytes()
+    assert autoload.read_bytes() == (fake_lib.parent / autoload.name).read_bytes()
+    # the backend dlopens the autoload library, which registers the creators of the plugin library beside it
+    assert repo.plugin_library == autoload and repo.plugin_registers_on_load is True
+    assert repo.command == (f"tritonserver --model-repository={(tmp_path / 'repo').resolve()} "
+                            f"--backend-config=tensorrt,plugins={autoload}")
+    assert "LD_PRELOAD" not in repo.command
     assert capsys.readouterr().out.strip() == repo.command
-    # this library registers through getCreators only: LD_PRELOAD alone would not register it, and we say so
-    assert repo.plugin_registers_on_load is False
-    assert "registers its plugin creators through getCreators" in caplog.text
+    assert caplog.text == ""
+
+
+def test_backend_config_is_quoted_for_the_shell(tmp_path: Path, fake_lib: Path) -> None:
+    repo = deploy.triton_repository(make_engine(), tmp_path / "my models", "det", max_batch_size=8,
+                                    plugin_library=fake_lib, print_command=False)
+    autoload = (tmp_path / "my models" / "det" / "libtorchtrt_ext_plugins_autoload.so").resolve()
+    assert repo.command.endswith(f"'--backend-config=tensorrt,plugins={autoload}'")
+
+
+def test_autoload_library_given_ships_the_plugin_library_beside_it(tmp_path: Path, fake_lib: Path) -> None:
+    given = fake_lib.parent / "libtorchtrt_ext_plugins_autoload.so"
+    repo = deploy.triton_repository(make_engine(), tmp_path / "repo", "det", max_batch_size=8, plugin_library=given,
+                                    print_command=False)
+    assert [p.name for p in repo.plugin_files] == ["libtorchtrt_ext_plugins.so", "libtorchtrt_ext_plugins_autoload.so"]
+    assert repo.plugin_library is not None and repo.plugin_library.name == given.name
+    fake_lib.unlink()
+    with pytest.raises(LibraryNotFoundError, match=r"loads libtorchtrt_ext_plugins.so from its own folder.*Remedy:"):
+        deploy.triton_repository(make_engine(), tmp_path / "repo2", "det", max_batch_size=8, plugin_library=given,
+                                 print_command=False)
+
+
+def test_plugin_library_without_its_autoload_companion_is_refused(tmp_path: Path, fake_lib: Path,
+                                                                  no_built_libraries: None) -> None:
+    (fake_lib.parent / "libtorchtrt_ext_plugins_autoload.so").unlink()
+    with pytest.raises(LibraryNotFoundError, match=r"Triton's TensorRT backend \(plugins=\) only loads libraries "
+                                                   r"\(dlopen\).*libtorchtrt_ext_plugins_autoload.so.*Remedy: rebuild "
+                                                   r"with TensorRT headers"):
+        deploy.triton_repository(make_engine(), tmp_path / "repo", "det", max_batch_size=8, plugin_library=fake_lib,
+                                 print_command=False)
+
+
+def test_package_autoload_library_serves_a_plugin_library_given_elsewhere(tmp_path: Path, fake_lib: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    companion = fake_lib.parent / "libtorchtrt_ext_plugins_autoload.so"
+    package = tmp_path / "package_lib"
+    package.mkdir()
+    companion.rename(package / companion.name)
+    monkeypatch.setenv("TORCHTRT_EXT_PLUGIN_AUTOLOAD_LIB", str(package))
+    plugins = deploy.dlopen_plugin_libraries(fake_lib)
+    assert plugins.load == package / companion.name and plugins.files == (fake_lib, package / companion.name)
 
 
 def test_self_registering_library_gives_no_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -141,6 +195,18 @@ def test_self_registering_library_gives_no_warning(tmp_path: Path, caplog: pytes
         repo = deploy.triton_repository(make_engine(), tmp_path / "r", "m", max_batch_size=4, plugin_library=lib,
                                         print_command=False)
     assert repo.plugin_registers_on_load is True and caplog.text == ""
+    assert repo.plugin_files == (repo.plugin_library,) and repo.command.endswith(f"plugins={repo.plugin_library}")
+
+
+def test_foreign_library_registering_only_through_getcreators_warns(tmp_path: Path,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    lib = tmp_path / "libother_plugins.so"
+    lib.write_bytes(b"\x7fELF ... getCreators ...")
+    with caplog.at_level(logging.WARNING, logger="torchtrt_ext.deploy"):
+        repo = deploy.triton_repository(make_engine(), tmp_path / "r", "m", max_batch_size=4, plugin_library=lib,
+                                        print_command=False)
+    assert repo.plugin_registers_on_load is False
+    assert "registers its plugin creators through getCreators" in caplog.text and "plugins=" in caplog.text
 
 
 def test_missing_plugin_library_names_the_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -161,11 +227,16 @@ def test_engine_file_path_is_accepted(tmp_path: Path, fake_lib: Path) -> None:
 
 @pytest.mark.skipif(not (ROOT / "torchtrt_ext" / "lib" / "libtorchtrt_ext_plugins.so").is_file(),
                     reason="libtorchtrt_ext_plugins.so is not built here (needs nvcc and TensorRT headers)")
-def test_the_built_plugin_library_needs_getcreators() -> None:
-    """Records a deployment fact of the real library: it registers only through getCreators."""
+def test_the_built_libraries_register_as_deployed() -> None:
+    """Deployment facts of the real libraries: the plugin library registers only through getCreators, its autoload
+    companion beside it registers when loaded, and that pair is what a dlopen-only loader gets."""
     lib = ROOT / "torchtrt_ext" / "lib" / "libtorchtrt_ext_plugins.so"
+    autoload = lib.parent / "libtorchtrt_ext_plugins_autoload.so"
     assert b"getCreators" in lib.read_bytes()
-    print("registers on load:", deploy.plugin_library_registers_on_load(lib))
+    assert not deploy.plugin_library_registers_on_load(lib)
+    assert deploy.plugin_library_registers_on_load(autoload)
+    plugins = deploy.dlopen_plugin_libraries(lib)
+    assert plugins.load == autoload and plugins.files == (lib, autoload) and plugins.registers_on_load
 
 
 # ---------------------------------------------------------------------------------------------------- trtexec
@@ -211,15 +282,24 @@ def test_to_ort_trt_plugins_moves_our_nodes_and_keeps_attributes(tmp_path: Path)
     onnx.checker.check_model(onnx.load(str(tmp_path / "ort.onnx")))
 
 
-def test_ort_trt_providers(fake_lib: Path) -> None:
-    providers = deploy.ort_trt_providers(fake_lib, trt_options={"trt_fp16_enable": True})
+def test_ort_trt_providers(fake_lib: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="torchtrt_ext.deploy"):
+        providers = deploy.ort_trt_providers(fake_lib, trt_options={"trt_fp16_enable": True})
     name, options = providers[0]
     assert name == "TensorrtExecutionProvider"
-    assert options == {"device_id": 0, "trt_extra_plugin_lib_paths": str(fake_lib.resolve()),
-                       "trt_fp16_enable": True}
+    # the EP only dlopens: it gets the library that registers the creators when loaded
+    autoload = (fake_lib.parent / "libtorchtrt_ext_plugins_autoload.so").resolve()
+    assert options == {"device_id": 0, "trt_extra_plugin_lib_paths": str(autoload), "trt_fp16_enable": True}
     assert providers[1:] == ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    assert caplog.text == ""
     with pytest.raises(LibraryNotFoundError, match="does not exist"):
         deploy.ort_trt_providers(fake_lib.parent / "missing.so")
+
+
+def test_ort_trt_providers_without_the_autoload_library(fake_lib: Path, no_built_libraries: None) -> None:
+    (fake_lib.parent / "libtorchtrt_ext_plugins_autoload.so").unlink()
+    with pytest.raises(LibraryNotFoundError, match=r"ONNX Runtime's trt_extra_plugin_lib_paths only loads libraries"):
+        deploy.ort_trt_providers(fake_lib)
 
 
 # ------------------------------------------------------------------------------------------ a real engine (RTX)
@@ -240,7 +320,7 @@ def test_real_engine_repository_parses_and_matches(tmp_path: Path, rtx_engine: E
     assert [(i.name, list(i.dims)) for i in config.input] == [(t.name, list(t.shape[1:])) for t in meta.inputs]
     assert [(o.name, list(o.dims)) for o in config.output] == [(t.name, list(t.shape[1:])) for t in meta.outputs]
     assert {triton_model_config().DataType.Name(x.data_type) for x in [*config.input, *config.output]} == {"TYPE_FP32"}
-    assert repo.plugin_library is None  # decomposed: nothing to preload
+    assert repo.plugin_library is None and repo.plugin_files == ()  # decomposed: no plugin library to load
     assert repo.plan_path.read_bytes() == rtx_engine.plan
     with pytest.raises(InvalidInputError, match="outside the engine's profiles"):
         deploy.triton_config(rtx_engine, "head", max_batch_size=9)

@@ -1,22 +1,23 @@
 """Deploy an engine without Python: Triton Inference Server, trtexec, plain C++, and ONNX Runtime's TensorRT EP.
 
 - ``triton_repository(engine, path, name, max_batch_size=...)`` writes a Triton model repository
-  (``<path>/<name>/1/model.plan``, ``<path>/<name>/config.pbtxt``, the plugin library beside them) and returns the
-  exact ``tritonserver`` command line, which preloads the plugin library (Triton's documented way to load custom
-  TensorRT plugins: ``LD_PRELOAD=lib.so:${LD_PRELOAD} tritonserver --model-repository=...``).
+  (``<path>/<name>/1/model.plan``, ``<path>/<name>/config.pbtxt``, the plugin libraries beside them) and returns the
+  exact ``tritonserver`` command line, which loads the plugins through the TensorRT backend's documented option
+  (``--backend-config=tensorrt,plugins=<path>/<name>/libtorchtrt_ext_plugins_autoload.so``).
 - ``trtexec_command(engine_path, plugin_library)``: the ``trtexec --loadEngine=... --staticPlugins=...`` line.
 - ``export_plan(engine, path)``: the bare TensorRT plan (what trtexec, Triton and a C++ program read); an ``Engine``
   file (``Engine.save``) wraps the plan with metadata and is read only by torchtrt_ext.
 - ``to_ort_trt_plugins(model)``: the torchtrt_ext nodes moved into the ``trt.plugins`` domain, where ONNX Runtime's
   TensorRT execution provider exposes the creators of TensorRT's plugin registry as custom ops;
-  ``ort_trt_providers(plugin_library)`` returns the providers list whose ``trt_extra_plugin_lib_paths`` option makes
-  the EP load our plugin library.
+  ``ort_trt_providers()`` returns the providers list whose ``trt_extra_plugin_lib_paths`` option makes the EP load
+  our plugins.
 
-Loading the plugin library: ``IPluginRegistry::loadLibrary``, Python's ``registry.load_library`` and trtexec's
-``--staticPlugins``/``--dynamicPlugins`` call the library's ``getCreators`` entry point. ``LD_PRELOAD`` (Triton) and
-``trt_extra_plugin_lib_paths`` (ONNX Runtime, a plain ``dlopen``) only load the library: its creators reach the
-registry only if the library registers them itself when loaded. ``plugin_library_registers_on_load`` tells which
-kind a library is, and these functions warn when a loader would not see the creators.
+Loading the plugins: ``IPluginRegistry::loadLibrary``, Python's ``registry.load_library`` and trtexec's
+``--staticPlugins``/``--dynamicPlugins`` call the ``getCreators`` entry point of ``libtorchtrt_ext_plugins.so``.
+Triton's ``plugins=`` and ONNX Runtime's ``trt_extra_plugin_lib_paths`` only ``dlopen`` a library, so they get
+``libtorchtrt_ext_plugins_autoload.so``, which registers the creators of the ``libtorchtrt_ext_plugins.so`` beside it
+when loaded (and must be loaded after TensorRT: not with ``LD_PRELOAD``). ``plugin_library_registers_on_load`` tells
+whether a library registers by itself; a library of another project that does not is shipped with a warning.
 """
 from __future__ import annotations
 
@@ -36,9 +37,9 @@ from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, failure
 
 log = logging.getLogger("torchtrt_ext.deploy")
 
-__all__ = ["ORT_TRT_DOMAIN", "TRITON_DTYPES", "TritonRepository", "export_for_ort_trt", "export_plan",
-           "ort_trt_providers", "plugin_library_registers_on_load", "to_ort_trt_plugins", "triton_config",
-           "triton_repository", "trtexec_command"]
+__all__ = ["DlopenPlugins", "ORT_TRT_DOMAIN", "TRITON_DTYPES", "TritonRepository", "dlopen_plugin_libraries",
+           "export_for_ort_trt", "export_plan", "ort_trt_providers", "plugin_library_registers_on_load",
+           "to_ort_trt_plugins", "triton_config", "triton_repository", "trtexec_command"]
 
 #: torch dtype name (as ``EngineMetadata`` stores it) -> Triton model-config ``DataType``.
 TRITON_DTYPES: dict[str, str] = {
@@ -73,14 +74,71 @@ def export_plan(engine: EngineSource, path: str | os.PathLike[str]) -> Path:
 
 
 def plugin_library_registers_on_load(library: str | os.PathLike[str]) -> bool:
-    """Whether ``library`` can register its plugin creators by itself when merely loaded (``dlopen``, ``LD_PRELOAD``).
+    """Whether ``library`` can register its plugin creators by itself when merely loaded (``dlopen``).
 
-    A library registering at load time calls ``getPluginRegistry()`` (for example through
-    ``REGISTER_TENSORRT_PLUGIN``), so its bytes contain that symbol name; one that does not can only be loaded
-    through its ``getCreators`` entry point (``IPluginRegistry::loadLibrary``, trtexec ``--staticPlugins``).
+    A library registering at load time calls ``getPluginRegistry()`` (through ``REGISTER_TENSORRT_PLUGIN``, or as
+    ``libtorchtrt_ext_plugins_autoload.so`` does), so its bytes contain that symbol name; one that does not, such as
+    ``libtorchtrt_ext_plugins.so``, can only be loaded through its ``getCreators`` entry point
+    (``IPluginRegistry::loadLibrary``, trtexec ``--staticPlugins``).
     """
     data = Path(library).read_bytes()
     return b"getPluginRegistry" in data
+
+
+@dataclasses.dataclass(frozen=True)
+class DlopenPlugins:
+    """What to hand a loader that only ``dlopen``s plugin libraries (``dlopen_plugin_libraries``)."""
+
+    load: Path  # the library to name in the loader's option
+    files: tuple[Path, ...]  # every library that must travel (``load`` and what it loads from its own folder)
+    registers_on_load: bool  # False: the loader will not see the creators (a warning was logged)
+
+
+def dlopen_plugin_libraries(library: str | os.PathLike[str], loader: str = "a dlopen-only loader") -> DlopenPlugins:
+    """The libraries to give a loader that only ``dlopen``s (Triton ``plugins=``, ONNX Runtime
+    ``trt_extra_plugin_lib_paths``), for the plugin library ``library``.
+
+    - ``libtorchtrt_ext_plugins.so``: load ``libtorchtrt_ext_plugins_autoload.so`` (from the same folder, else the one
+      ``_native.plugin_autoload_library_path()`` finds), shipped together with it;
+    - ``libtorchtrt_ext_plugins_autoload.so``: load it, shipped with the ``libtorchtrt_ext_plugins.so`` beside it;
+    - another library that registers itself when loaded: load it alone;
+    - another library that does not: load it alone and log a warning (``registers_on_load`` False).
+
+    Raises LibraryNotFoundError when a companion library is missing. ``loader`` names the loader in messages.
+    """
+    from torchtrt_ext import _native
+
+    lib = Path(library)
+    if lib.name == _native.PLUGINS_AUTOLOAD_LIB:
+        main = lib.parent / _native.PLUGINS_LIB
+        if not main.is_file():
+            raise LibraryNotFoundError(failure(
+                f"{lib} loads {main.name} from its own folder, and there is none in {lib.parent}",
+                f"{_native.PLUGINS_LIB} beside {lib.name}, as setup.py builds them",
+                "pass the folder's libtorchtrt_ext_plugins.so instead, or rebuild (python setup.py build_ext "
+                "--inplace)"))
+        return DlopenPlugins(lib, (main, lib), True)
+    if lib.name == _native.PLUGINS_LIB:
+        autoload = lib.parent / _native.PLUGINS_AUTOLOAD_LIB
+        if not autoload.is_file():
+            try:
+                autoload = _native.plugin_autoload_library_path()
+            except LibraryNotFoundError as exc:
+                raise LibraryNotFoundError(failure(
+                    f"{loader} only loads libraries (dlopen), and {lib.name} registers its creators only through "
+                    f"getCreators; its companion {_native.PLUGINS_AUTOLOAD_LIB}, which registers them when loaded, "
+                    f"was not found beside it or built ({exc})",
+                    f"{_native.PLUGINS_AUTOLOAD_LIB} next to {lib}",
+                    "rebuild with TensorRT headers (python setup.py build_ext --inplace builds both), or serve an "
+                    "engine built with plugins='decompose'")) from None
+        return DlopenPlugins(autoload, (lib, autoload), True)
+    if plugin_library_registers_on_load(lib):
+        return DlopenPlugins(lib, (lib,), True)
+    log.warning("%s only loads %s (dlopen); this library registers its plugin creators through getCreators, which "
+                "%s does not call, so engines using its plugins will fail with 'plugin creator not found'. Remedy: "
+                "give it a library that registers its creators when loaded (as %s does for %s)", loader, lib.name,
+                loader, _native.PLUGINS_AUTOLOAD_LIB, _native.PLUGINS_LIB)
+    return DlopenPlugins(lib, (lib,), False)
 
 
 def _resolve_plugin_library(metadata: EngineMetadata, plugin_library: str | os.PathLike[str] | None) -> Path | None:
@@ -104,16 +162,6 @@ def _resolve_plugin_library(metadata: EngineMetadata, plugin_library: str | os.P
             "pass plugin_library=..., or rebuild the engine with plugins='decompose' (no plugin needed)")) from None
 
 
-def _warn_if_not_self_registering(lib: Path, loader: str) -> bool:
-    registers = plugin_library_registers_on_load(lib)
-    if not registers:
-        log.warning("%s only loads %s (dlopen); this library registers its plugin creators through getCreators, which "
-                    "%s does not call, so engines using its plugins will fail with 'plugin creator not found'. Remedy: "
-                    "load it with IPluginRegistry::loadLibrary / trtexec --staticPlugins, or build the library with a "
-                    "load-time registration", loader, lib.name, loader)
-    return registers
-
-
 # ----------------------------------------------------------------------------------------------------- Triton
 @dataclasses.dataclass(frozen=True)
 class TritonRepository:
@@ -124,9 +172,10 @@ class TritonRepository:
     plan_path: Path
     config_path: Path
     config_text: str
-    plugin_library: Path | None
+    plugin_library: Path | None  # the library the server loads (plugins=), in the model folder
     command: str  # the shell command line that starts the server on this repository
     plugin_registers_on_load: bool | None  # None when no plugin library is involved
+    plugin_files: tuple[Path, ...] = ()  # every library copied into the model folder
 
     def __str__(self) -> str:
         return self.command
@@ -228,17 +277,23 @@ def triton_repository(engine: EngineSource, path: str | os.PathLike[str], name: 
     """Write a Triton Inference Server model repository for ``engine`` and return it with the server command line.
 
     Layout: ``<path>/<name>/config.pbtxt``, ``<path>/<name>/<version>/model.plan`` (the bare TensorRT plan) and, when
-    the engine needs plugins, the plugin library copied to ``<path>/<name>/``. The command preloads that copy::
+    the engine needs plugins, the plugin libraries copied to ``<path>/<name>/``: ``libtorchtrt_ext_plugins.so`` and
+    ``libtorchtrt_ext_plugins_autoload.so``, which registers its creators when the TensorRT backend loads it::
 
-        LD_PRELOAD=<path>/<name>/libtorchtrt_ext_plugins.so:${LD_PRELOAD} tritonserver --model-repository=<path>
+        tritonserver --model-repository=<path> \\
+            --backend-config=tensorrt,plugins=<path>/<name>/libtorchtrt_ext_plugins_autoload.so
+
+    (``--backend-config`` applies to the whole server: with several such models, any one copy serves them all.
+    Not ``LD_PRELOAD``: that loads the library before TensorRT, when it cannot register; it then says so on stderr.)
 
     Args:
         engine: an ``Engine`` or the path of an engine file (``Engine.save``).
         path: the model repository folder (created; other models in it are left alone).
         name: the model name.
         max_batch_size: see ``triton_config``.
-        plugin_library: the plugin library to ship. Default None: the built ``libtorchtrt_ext_plugins.so`` when the
-            engine needs plugins (``engine.metadata.plugins``), nothing otherwise.
+        plugin_library: the plugin library to ship (see ``dlopen_plugin_libraries`` for what travels with it).
+            Default None: the built ``libtorchtrt_ext_plugins.so`` when the engine needs plugins
+            (``engine.metadata.plugins``), nothing otherwise.
         dynamic_batching: see ``triton_config``. Default True.
         preferred_batch_sizes: see ``triton_config``. Default None.
         max_queue_delay_microseconds: see ``triton_config``. Default 100.
@@ -263,18 +318,22 @@ def triton_repository(engine: EngineSource, path: str | os.PathLike[str], name: 
     source_lib = _resolve_plugin_library(eng.metadata, plugin_library)
     lib = None
     registers = None
-    parts = []
+    copied: list[Path] = []
+    parts = ["tritonserver", f"--model-repository={shlex.quote(str(root))}"]
     if source_lib is not None:
-        lib = model_dir / source_lib.name
-        if source_lib.resolve() != lib:
-            shutil.copy2(source_lib, lib)
-        registers = _warn_if_not_self_registering(lib, "Triton's LD_PRELOAD")
-        parts.append(f"LD_PRELOAD={shlex.quote(str(lib))}:${{LD_PRELOAD}}")
-    parts += ["tritonserver", f"--model-repository={shlex.quote(str(root))}"]
+        plugins = dlopen_plugin_libraries(source_lib, "Triton's TensorRT backend (plugins=)")
+        for source in plugins.files:
+            target = model_dir / source.name
+            if source.resolve() != target:
+                shutil.copy2(source, target)
+            copied.append(target)
+        lib = model_dir / plugins.load.name
+        registers = plugins.registers_on_load
+        parts.append(shlex.quote(f"--backend-config=tensorrt,plugins={lib}"))
     command = " ".join(parts)
     if print_command:
         print(command)
-    return TritonRepository(root, name, plan_path, config_path, config, lib, command, registers)
+    return TritonRepository(root, name, plan_path, config_path, config, lib, command, registers, tuple(copied))
 
 
 # ---------------------------------------------------------------------------------------------------- trtexec
@@ -350,9 +409,12 @@ def ort_trt_providers(plugin_library: str | os.PathLike[str] | None = None, *, d
     """The ``providers=`` list for ``onnxruntime.InferenceSession`` that runs a ``to_ort_trt_plugins`` model.
 
     ``[("TensorrtExecutionProvider", {"device_id": 0, "trt_extra_plugin_lib_paths": <lib>, ...}), *fallback]``.
-    ``plugin_library``: default None: the built ``libtorchtrt_ext_plugins.so``. ``trt_options``: more TensorRT EP
-    options (``trt_fp16_enable``, ``trt_engine_cache_enable``, ...). Several libraries are joined with ``;``.
-    The EP loads the library with a plain ``dlopen``: see the module docstring about load-time registration.
+    The EP only ``dlopen``s the libraries and then lists the registry's creators, so ``<lib>`` is the library that
+    registers them when loaded: ``libtorchtrt_ext_plugins_autoload.so`` beside ``plugin_library`` (see
+    ``dlopen_plugin_libraries``). ``plugin_library``: default None: the built ``libtorchtrt_ext_plugins.so``.
+    ``trt_options``: more TensorRT EP options (``trt_fp16_enable``, ``trt_engine_cache_enable``, ...).
+    The EP must list IPluginV3 creators (``getAllCreators``; microsoft/onnxruntime#24211, 2025): older ones list only
+    IPluginV2 creators and reject the ``trt.plugins`` node.
     """
     if plugin_library is None:
         from torchtrt_ext import _native
@@ -362,7 +424,7 @@ def ort_trt_providers(plugin_library: str | os.PathLike[str] | None = None, *, d
     if not lib.is_file():
         raise LibraryNotFoundError(failure(f"plugin library {lib} does not exist",
                                            "the path of libtorchtrt_ext_plugins.so", "build it or fix the path"))
-    _warn_if_not_self_registering(lib, "ONNX Runtime's trt_extra_plugin_lib_paths")
-    options: dict[str, Any] = {"device_id": int(device_id), "trt_extra_plugin_lib_paths": str(lib.resolve())}
+    plugins = dlopen_plugin_libraries(lib, "ONNX Runtime's trt_extra_plugin_lib_paths")
+    options: dict[str, Any] = {"device_id": int(device_id), "trt_extra_plugin_lib_paths": str(plugins.load.resolve())}
     options.update(trt_options or {})
     return [("TensorrtExecutionProvider", options), *fallback]
