@@ -139,7 +139,7 @@ def _shapes_arg(values: Sequence[str] | None, *, allow_unnamed: bool = True) -> 
 
 
 def load_model(spec: str) -> Any:
-    """Import ``module:factory`` or ``file.py:factory`` and return the model (eval mode)."""
+    """Import ``module:factory`` or ``file.py:factory`` and return the model (eval mode), seeding torch first."""
     import torch
 
     module_name, sep, attr = spec.rpartition(":")
@@ -167,6 +167,7 @@ def load_model(spec: str) -> Any:
     if factory is None:
         raise CliError(f"{module_name} has no {attr!r}. Remedy: name a module class, a function returning a module, "
                        "or a module instance")
+    torch.manual_seed(0)  # a factory that initializes weights randomly gives the same model in every subcommand
     model = factory if isinstance(factory, torch.nn.Module) else factory() if callable(factory) else factory
     if not isinstance(model, torch.nn.Module):
         raise CliError(f"{spec} gave a {type(model).__name__}, not a torch.nn.Module. Remedy: make the factory "
