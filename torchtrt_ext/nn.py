@@ -1,8 +1,13 @@
 """Module wrappers of the custom ops, for drop-in use in model code."""
 from __future__ import annotations
 
+import math
+
 import torch
 
+from torchtrt_ext.errors import InvalidAttributeError
+from torchtrt_ext.ops.deform_conv2d import SPEC as _DCN_SPEC
+from torchtrt_ext.ops.deform_conv2d import deform_conv2d
 from torchtrt_ext.ops.l2norm import SPEC as _L2NORM_SPEC
 from torchtrt_ext.ops.l2norm import l2norm
 
@@ -20,3 +25,41 @@ class L2Norm(torch.nn.Module):
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, eps={self.eps}"
+
+
+def _pair(value: int | tuple[int, int]) -> tuple[int, int]:
+    return (value, value) if isinstance(value, int) else (int(value[0]), int(value[1]))
+
+
+class DeformConv2d(torch.nn.Module):
+    """Modulated deformable convolution (torchvision semantics); owns weight and bias, takes offset and mask.
+
+    Exports as one torchtrt_ext DeformConv2d node.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, int],
+                 stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0,
+                 dilation: int | tuple[int, int] = 1, groups: int = 1, bias: bool = True) -> None:
+        super().__init__()
+        kh, kw = _pair(kernel_size)
+        checked = _DCN_SPEC.validate_attrs({"stride": _pair(stride), "padding": _pair(padding),
+                                            "dilation": _pair(dilation), "groups": groups})
+        if in_channels % groups or out_channels % groups:
+            raise InvalidAttributeError(f"DeformConv2d: in_channels={in_channels} and out_channels={out_channels} "
+                                        f"must be divisible by groups={groups}")
+        self.stride, self.padding, self.dilation = checked["stride"], checked["padding"], checked["dilation"]
+        self.groups = groups
+        self.weight = torch.nn.Parameter(torch.empty(out_channels, in_channels // groups, kh, kw))
+        self.bias = torch.nn.Parameter(torch.empty(out_channels)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """torchvision's DeformConv2d initialization (kaiming uniform, a=sqrt(5))."""
+        torch.nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in = self.weight.shape[1] * self.weight.shape[2] * self.weight.shape[3]
+            torch.nn.init.uniform_(self.bias, -1 / math.sqrt(fan_in), 1 / math.sqrt(fan_in))
+
+    def forward(self, input: torch.Tensor, offset: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return deform_conv2d(input, offset, self.weight, self.bias, mask=mask, stride=self.stride,
+                             padding=self.padding, dilation=self.dilation, groups=self.groups)

@@ -10,44 +10,13 @@ import torch
 import torchtrt_ext
 from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError
 from torchtrt_ext.ops import deform_conv2d
-from torchtrt_ext.ops.deform_conv2d import SPEC, sample_columns, torch_deform_conv2d
+from torchtrt_ext.nn import DeformConv2d
+from torchtrt_ext.ops.deform_conv2d import sample_columns, torch_deform_conv2d
 from tests.helpers import op_types, rel_err, run_onnx
 
 EXPORTERS = ["legacy", "dynamo"]
 
 
-class DeformConv2d(torch.nn.Module):
-    """The module form (owns weight and bias, takes offset and mask); meant for torchtrt_ext.nn."""
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, int], stride: int = 1,
-                 padding: int = 0, dilation: int = 1, groups: int = 1, bias: bool = True) -> None:
-        super().__init__()
-        kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
-        pair = lambda v: (v, v) if isinstance(v, int) else tuple(v)  # noqa: E731
-        checked = SPEC.validate_attrs({"stride": pair(stride), "padding": pair(padding),
-                                       "dilation": pair(dilation), "groups": groups})
-        if in_channels % groups or out_channels % groups:
-            raise InvalidAttributeError(f"DeformConv2d: in_channels={in_channels} and out_channels={out_channels} "
-                                        f"must be divisible by groups={groups}")
-        self.stride, self.padding, self.dilation = checked["stride"], checked["padding"], checked["dilation"]
-        self.groups = groups
-        self.weight = torch.nn.Parameter(torch.empty(out_channels, in_channels // groups, kh, kw))
-        self.bias = torch.nn.Parameter(torch.empty(out_channels)) if bias else None
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        """torchvision's DeformConv2d initialization (kaiming uniform, a=sqrt(5))."""
-        torch.nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in = self.weight.shape[1] * self.weight.shape[2] * self.weight.shape[3]
-            torch.nn.init.uniform_(self.bias, -1 / math.sqrt(fan_in), 1 / math.sqrt(fan_in))
-
-    def forward(self, input: torch.Tensor, offset: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        return deform_conv2d(input, offset, self.weight, self.bias, mask=mask, stride=self.stride,
-                             padding=self.padding, dilation=self.dilation, groups=self.groups)
-
-
-# ------------------------------------------------------------------------------------------------ reference
 def _bilinear(img: torch.Tensor, y: float, x: float) -> float:
     """torchvision's rule: 0 outside (-1, H) x (-1, W); corners outside the image contribute 0 each."""
     h, w = img.shape
