@@ -11,6 +11,8 @@ import torchtrt_ext.ops  # noqa: F401  (defines L2Norm: its schema lets shape in
 from torchtrt_ext.ops._spec import get_op
 from torchtrt_ext.passes.cleanup import cleanup
 
+IR_VERSION = 10  # what the exporters write; onnxruntime 1.30 (on the GPU machine) reads IR versions up to 13 only
+
 ort = pytest.importorskip("onnxruntime")
 
 
@@ -31,7 +33,8 @@ def _model() -> onnx.ModelProto:
     ]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", T.FLOAT, [3, 4])],
                               [helper.make_tensor_value_info("y", T.FLOAT, [3, 4])])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("torchtrt_ext", 1)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("torchtrt_ext", 1)],
+                             ir_version=IR_VERSION)
 
 
 def test_cleanup_folds_removes_and_keeps_custom_nodes():
@@ -58,7 +61,7 @@ def test_identity_between_input_and_output_is_kept():
     graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
                               [helper.make_tensor_value_info("x", T.FLOAT, [2])],
                               [helper.make_tensor_value_info("y", T.FLOAT, [2])])
-    out = cleanup(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    out = cleanup(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=IR_VERSION))
     assert [n.op_type for n in out.graph.node] == ["Identity"]
 
 
