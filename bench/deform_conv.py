@@ -26,35 +26,11 @@ import torch.nn.functional as F
 from torchtrt_ext.ops import _deform_conv2d_cuda
 from torchtrt_ext.ops._deform_conv2d_cuda import deform_conv2d_cuda, im2col_cuda
 from torchtrt_ext.ops.deform_conv2d import torch_deform_conv2d
+from _timing import DeviceTimer, rel_error  # bench/_timing.py (scripts run from bench/ on sys.path)
 
 CASES = [("resnet_stage", 8, 256, 256, 64, 64), ("det_head", 8, 256, 256, 80, 80), ("small", 1, 64, 64, 40, 40)]
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 SHORT = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
-
-
-class DeviceTimer:
-    """Median and P95 of one callable's device time, L2 flushed before every timed run."""
-
-    def __init__(self, warmup: int) -> None:
-        self.warmup = warmup
-        self.flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
-
-    def __call__(self, fn, reps: int) -> tuple[float, float]:
-        for _ in range(self.warmup):
-            fn()
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-        for start, end in events:
-            self.flush.zero_()
-            start.record()
-            fn()
-            end.record()
-        torch.cuda.synchronize()
-        times = sorted(start.elapsed_time(end) * 1e3 for start, end in events)  # µs
-        return times[len(times) // 2], times[min(len(times) - 1, int(0.95 * len(times)))]
-
-
-def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
-    return ((out.double() - ref).norm() / ref.norm()).item()
 
 
 def main() -> None:

@@ -18,6 +18,7 @@ from typing import Any, Callable
 import torch
 
 from torchtrt_ext.ops._l2norm_cuda import l2norm_cuda
+from _timing import DeviceTimer, rel_error  # bench/_timing.py (scripts run from bench/ on sys.path)
 
 EPS = 1e-6
 CASES = [  # (name, shape, dim)
@@ -35,32 +36,6 @@ def eager_l2norm(x: torch.Tensor, dim: int, eps: float = EPS) -> torch.Tensor:
     return y
 
 
-class DeviceTimer:
-    """Median and P95 of one callable's device time, L2 flushed before every timed run."""
-
-    def __init__(self, warmup: int, reps: int) -> None:
-        self.warmup, self.reps = warmup, reps
-        self.flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
-
-    def __call__(self, fn: Callable[[], Any]) -> tuple[float, float]:
-        for _ in range(self.warmup):
-            fn()
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))  # type: ignore[no-untyped-call]
-                  for _ in range(self.reps)]
-        for start, end in events:
-            self.flush.zero_()
-            start.record()
-            fn()
-            end.record()
-        torch.cuda.synchronize()
-        times = sorted(start.elapsed_time(end) * 1e3 for start, end in events)  # µs
-        return times[len(times) // 2], times[min(len(times) - 1, int(0.95 * len(times)))]
-
-
-def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
-    return float(((out.double() - ref).norm() / ref.norm()).item())
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dtypes", default="float32,float16,bfloat16")
@@ -72,7 +47,7 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("no CUDA GPU here: nothing to time", file=sys.stderr)
         return 1
-    timer = DeviceTimer(args.warmup, args.reps)
+    timer = DeviceTimer(args.warmup)
     rows = []
     for name, shape, dim in CASES:
         for dtype in (DTYPES[d] for d in args.dtypes.split(",")):
@@ -98,7 +73,7 @@ def main() -> int:
                 result = fn()
                 if method != "copy":
                     row[f"{method}_err"] = rel_error(result, ref)
-                row[f"{method}_p50"], row[f"{method}_p95"] = timer(fn)
+                row[f"{method}_p50"], row[f"{method}_p95"] = timer(fn, args.reps)
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     if args.json:
