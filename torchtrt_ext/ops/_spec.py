@@ -121,9 +121,8 @@ class Decomposer:
     def op(self, op_type: str, *inputs: str, out: str | None = None, **attrs: Any) -> str:
         """Append one single-output node and return its output name (``out`` when given)."""
         output = out or self._fresh()
-        self.nodes.append(helper.make_node(op_type, list(inputs), [output], name=f"{self.prefix}/{op_type}_{self._count}",
-                                           **attrs))
-        self._count += 1
+        name = f"{self.prefix}/{op_type}{self._fresh().rsplit('/', 1)[1]}"
+        self.nodes.append(helper.make_node(op_type, list(inputs), [output], name=name, **attrs))
         return output
 
     def const(self, value: Any, dtype: Any = np.float32) -> str:
