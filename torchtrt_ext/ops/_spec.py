@@ -338,11 +338,12 @@ class CustomOp:
                       for k, v in spec.node_attributes(attrs).items()}
             outs = g.op(f"{DOMAIN}::{spec.name}", *tensors, outputs=len(spec.outputs), **kwargs)
             outs = outs if isinstance(outs, (tuple, list)) else (outs,)
-            shapes = [t.type().sizes() for t in tensors]
-            dtypes = [t.type().dtype() for t in tensors]
-            if all(s is not None for s in shapes):
-                for out, (shape, dtype) in zip(outs, spec.shape_rule([tuple(s) for s in shapes], dtypes, **attrs)):
-                    out.setType(tensors[0].type().with_dtype(dtype).with_sizes(list(shape)))
+            if all(t.type().dim() is not None and t.type().dtype() is not None for t in tensors):
+                shapes = [tuple(SymDim() if d is None else d for d in t.type().varyingSizes()) for t in tensors]
+                rule = spec.shape_rule(shapes, [t.type().dtype() for t in tensors], **attrs)
+                for out, (shape, dtype) in zip(outs, rule):
+                    sizes = [None if isinstance(d, SymDim) else int(d) for d in shape]
+                    out.setType(tensors[0].type().with_dtype(dtype).with_sizes(sizes))
             return outs[0] if len(outs) == 1 else tuple(outs)
 
         return type(f"{spec.name}Function", (torch.autograd.Function,),
