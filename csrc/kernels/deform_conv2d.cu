@@ -12,12 +12,20 @@
 //
 // All arithmetic is FP32; data are float, __half or __nv_bfloat16. The split variant (float only) writes each value
 // twice, as its TF32 part and its FP32 remainder, for an error-compensated TF32 GEMM.
+//
+// The full-op launchers (for the TensorRT plugins, which cannot use cuBLAS) add three kernels around the sampling,
+// all in the caller's workspace: the weight reordered to the columns' row order (FP32), the NCHW input transposed to
+// channels-last (32x32 shared-memory tiles), and a grouped GEMM of our own: 64x64 output tiles, K in steps of 16
+// staged in shared memory, 4x4 outputs per thread in registers, FP32 accumulation, bias added in the epilogue,
+// written NCHW. Images are processed in slices whose columns fit the workspace.
 #include "kernels/deform_conv2d.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 
 namespace torchtrt_ext {
 namespace deform_conv2d_detail {
@@ -233,6 +241,258 @@ int32_t im2col(void const* input, void const* offset, void const* mask, void* co
     return static_cast<int32_t>(status);
 }
 
+
+// ------------------------------------------------------------------------------------------ the whole op (plugins)
+constexpr int64_t kColumnsBudgetBytes = int64_t{256} << 20;  // columns of one GEMM pass (at least one image)
+constexpr int64_t kWorkspaceAlign = 256;
+constexpr int kGemmTile = 64;     // output tile: kGemmTile x kGemmTile (rows: output channels, cols: pixels)
+constexpr int kGemmStep = 16;     // reduction step staged in shared memory
+constexpr int kGemmThreads = 256; // 16 x 16 threads, 4 x 4 outputs each
+constexpr int kTransposeTile = 32;
+constexpr int64_t kMaxGridYZ = 65535;
+
+inline int64_t alignUp(int64_t bytes) { return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
+
+// Sizes of the full op, checked once; every count fits int64 (checked) and the workspace layout follows from them.
+struct OpSizes {
+    int64_t n, channels, height, width, out_channels, kernel_h, kernel_w, out_h, out_w;
+    int64_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups, offset_groups;
+    int64_t taps() const { return kernel_h * kernel_w; }
+    int64_t pixels() const { return out_h * out_w; }
+    int64_t rows() const { return channels * taps(); }                      // column values per pixel
+    int64_t weightBytes() const { return alignUp(out_channels * (channels / groups) * taps() * 4); }
+    int64_t nhwcBytes(int64_t elem) const { return alignUp(n * channels * height * width * elem); }
+    int64_t imageColumnsBytes(int64_t elem) const { return alignUp(pixels() * rows() * elem); }
+};
+
+// True when the product of `factors` times 4 bytes stays below INT64_MAX / 4 (so sums of a few such counts fit).
+inline bool fitsBytes(std::initializer_list<int64_t> factors) {
+    int64_t total = 4;
+    for (int64_t f : factors) {
+        if (f < 0 || __builtin_mul_overflow(total, f, &total)) return false;
+    }
+    return total <= INT64_MAX / 4;
+}
+
+// False for sizes the launchers reject; fills s (out_h/out_w computed) otherwise.
+inline bool makeSizes(OpSizes& s, int64_t n, int64_t channels, int64_t height, int64_t width, int64_t out_channels,
+                      int64_t kernel_h, int64_t kernel_w, int64_t stride_h, int64_t stride_w, int64_t pad_h,
+                      int64_t pad_w, int64_t dil_h, int64_t dil_w, int64_t groups, int64_t offset_groups) {
+    if (n < 0 || channels < 0 || out_channels < 0 || height < 1 || width < 1 || kernel_h < 1 || kernel_w < 1 ||
+        stride_h < 1 || stride_w < 1 || dil_h < 1 || dil_w < 1 || pad_h < 0 || pad_w < 0 || groups < 1 ||
+        offset_groups < 1 || channels % groups != 0 || out_channels % groups != 0 || channels % offset_groups != 0) {
+        return false;
+    }
+    constexpr int64_t kBig = int64_t{1} << 31;  // every single size below 2^31 keeps the products below in int64
+    for (int64_t v : {n, channels, height, width, out_channels, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w,
+                      dil_h, dil_w}) {
+        if (v >= kBig) return false;
+    }
+    int64_t const out_h = (height + 2 * pad_h - dil_h * (kernel_h - 1) - 1) / stride_h + 1;
+    int64_t const out_w = (width + 2 * pad_w - dil_w * (kernel_w - 1) - 1) / stride_w + 1;
+    if (out_h < 0 || out_w < 0 || height + 2 * pad_h - dil_h * (kernel_h - 1) - 1 < 0 ||
+        width + 2 * pad_w - dil_w * (kernel_w - 1) - 1 < 0) {
+        return false;  // the kernel does not fit the padded input: no output
+    }
+    s = OpSizes{n, channels, height, width, out_channels, kernel_h, kernel_w, out_h, out_w, stride_h, stride_w,
+                pad_h, pad_w, dil_h, dil_w, groups, offset_groups};
+    // byte counts of every buffer (with 4-byte elements), and a quarter of int64 more, must fit in int64
+    int64_t const taps = kernel_h * kernel_w;
+    return fitsBytes({out_h, out_w, channels, taps}) && fitsBytes({n, channels, height, width}) &&
+           fitsBytes({out_channels, channels / groups, taps}) && fitsBytes({n, out_channels, out_h, out_w}) &&
+           height * width <= 0x7fffffff;
+}
+
+// Bytes of columns a launch wants: all images, or as many as fit the budget, but at least one. Non-decreasing in the
+// per-image size and in n (min(n * image, max(image, budget))), unlike "whole images within the budget".
+inline int64_t columnsBytes(OpSizes const& s, int64_t elem) {
+    int64_t const image = s.imageColumnsBytes(elem);
+    int64_t all = 0;
+    if (__builtin_mul_overflow(image, s.n, &all)) all = INT64_MAX;
+    return std::min(all, std::max(image, kColumnsBudgetBytes));
+}
+
+inline int64_t workspaceBytes(OpSizes const& s, int64_t elem) {
+    return s.weightBytes() + s.nhwcBytes(elem) + columnsBytes(s, elem);
+}
+
+// wcols[g][m][k * Cg + c] = weight[g * Mg + m][c][k] as FP32 (the columns' row order within a conv group).
+template <typename T>
+__global__ void reorderWeightKernel(T const* __restrict__ weight, float* __restrict__ wcols, int64_t total,
+                                    int64_t per_group, int64_t taps) {
+    for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        int64_t const k = i % taps;  // i indexes weight: [C_out][Cg][K]
+        int64_t const c = (i / taps) % per_group;
+        int64_t const o = i / (taps * per_group);
+        wcols[o * taps * per_group + k * per_group + c] = toF32(weight[i]);
+    }
+}
+
+// dst[n][p][c] = src[n][c][p] for every image (p: height * width pixels), through 32x32 shared-memory tiles.
+template <typename T>
+__global__ void nchwToNhwcKernel(T const* __restrict__ src, T* __restrict__ dst, int64_t images, int64_t channels,
+                                 int64_t pixels) {
+    __shared__ T tile[kTransposeTile][kTransposeTile + 1];
+    int64_t const p0 = static_cast<int64_t>(blockIdx.x) * kTransposeTile;
+    int64_t const c0 = static_cast<int64_t>(blockIdx.y) * kTransposeTile;
+    for (int64_t img = blockIdx.z; img < images; img += gridDim.z) {
+        T const* s = src + img * channels * pixels;
+        T* d = dst + img * channels * pixels;
+        for (int r = threadIdx.y; r < kTransposeTile; r += blockDim.y) {
+            int64_t const c = c0 + r, p = p0 + threadIdx.x;
+            if (c < channels && p < pixels) tile[r][threadIdx.x] = s[c * pixels + p];
+        }
+        __syncthreads();
+        for (int r = threadIdx.y; r < kTransposeTile; r += blockDim.y) {
+            int64_t const p = p0 + r, c = c0 + threadIdx.x;
+            if (c < channels && p < pixels) d[p * channels + c] = tile[threadIdx.x][r];
+        }
+        __syncthreads();
+    }
+}
+
+// out[img][g * Mg + m][p] = bias[g * Mg + m] + sum_r wcols[g][m][r] * columns[img][p][g * R + r]  (R = K * Cg)
+// for img in [0, images) of the slice; block (x, y, z): pixel tile x, output-channel tile y, (image, group) z.
+template <typename T>
+__global__ void __launch_bounds__(kGemmThreads)
+    gemmKernel(float const* __restrict__ wcols, T const* __restrict__ columns, T const* __restrict__ bias,
+               T* __restrict__ out, int64_t batches, int64_t groups, int64_t per_group_out, int64_t reduce,
+               int64_t pixels) {
+    __shared__ float As[kGemmStep][kGemmTile];  // [r][m]
+    __shared__ float Bs[kGemmStep][kGemmTile];  // [r][p]
+    int const t = threadIdx.x;
+    int const tx = t % 16, ty = t / 16;
+    int const load_row = t / 4;       // 0..63: m (A) or p (B) of the tile
+    int const load_k = (t % 4) * 4;   // 0, 4, 8, 12: first of 4 consecutive r
+    int64_t const m0 = static_cast<int64_t>(blockIdx.y) * kGemmTile;
+    int64_t const p0 = static_cast<int64_t>(blockIdx.x) * kGemmTile;
+    int64_t const row_stride = groups * reduce;  // column values per pixel
+    for (int64_t bz = blockIdx.z; bz < batches; bz += gridDim.z) {
+        int64_t const img = bz / groups;
+        int64_t const g = bz - img * groups;
+        float const* a = wcols + g * per_group_out * reduce;
+        T const* b = columns + img * pixels * row_stride + g * reduce;
+        float acc[4][4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
+        int64_t const am = m0 + load_row, bp = p0 + load_row;
+        for (int64_t r0 = 0; r0 < reduce; r0 += kGemmStep) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                int64_t const r = r0 + load_k + e;
+                bool const in_r = r < reduce;
+                As[load_k + e][load_row] = in_r && am < per_group_out ? a[am * reduce + r] : 0.f;
+                Bs[load_k + e][load_row] = in_r && bp < pixels ? toF32(b[bp * row_stride + r]) : 0.f;
+            }
+            __syncthreads();
+#pragma unroll
+            for (int kk = 0; kk < kGemmStep; ++kk) {
+                float av[4], bv[4];
+#pragma unroll
+                for (int i = 0; i < 4; ++i) av[i] = As[kk][ty + 16 * i];
+#pragma unroll
+                for (int j = 0; j < 4; ++j) bv[j] = Bs[kk][tx + 16 * j];
+#pragma unroll
+                for (int i = 0; i < 4; ++i)
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+            }
+            __syncthreads();
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            int64_t const m = m0 + ty + 16 * i;
+            if (m >= per_group_out) continue;
+            int64_t const oc = g * per_group_out + m;
+            float const add = bias != nullptr ? toF32(bias[oc]) : 0.f;
+            T* dst = out + (img * groups * per_group_out + oc) * pixels;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                int64_t const p = p0 + tx + 16 * j;
+                if (p < pixels) dst[p] = fromF32<T>(acc[i][j] + add);
+            }
+        }
+    }
+}
+
+template <typename T>
+int32_t deformConv2d(void const* input, void const* offset, void const* weight, void const* bias, void const* mask,
+                     void* output, void* workspace, int64_t workspace_bytes, int64_t n, int64_t channels,
+                     int64_t height, int64_t width, int64_t out_channels, int64_t kernel_h, int64_t kernel_w,
+                     int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dil_h, int64_t dil_w,
+                     int64_t groups, int64_t offset_groups, cudaStream_t stream) noexcept {
+    OpSizes s{};
+    if (!makeSizes(s, n, channels, height, width, out_channels, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w,
+                   dil_h, dil_w, groups, offset_groups)) {
+        return static_cast<int32_t>(cudaErrorInvalidValue);
+    }
+    int64_t const pixels = s.pixels();
+    if (n == 0 || out_channels == 0 || pixels == 0) return static_cast<int32_t>(cudaSuccess);
+    constexpr int64_t kElem = sizeof(T);
+    int64_t const fixed = s.weightBytes() + s.nhwcBytes(kElem);
+    int64_t const image = s.imageColumnsBytes(kElem);
+    if (input == nullptr || offset == nullptr || weight == nullptr || output == nullptr || workspace == nullptr ||
+        reinterpret_cast<uintptr_t>(workspace) % kWorkspaceAlign != 0 || workspace_bytes < fixed + image) {
+        return static_cast<int32_t>(cudaErrorInvalidValue);
+    }
+    int64_t const slice = std::min(n, (workspace_bytes - fixed) / image);  // images per GEMM pass, >= 1
+    int64_t const per_group_out = out_channels / groups;
+    int64_t const reduce = s.rows() / groups;
+    if ((per_group_out + kGemmTile - 1) / kGemmTile > kMaxGridYZ || (pixels + kGemmTile - 1) / kGemmTile > kMaxGridX ||
+        (height * width + kTransposeTile - 1) / kTransposeTile > kMaxGridX ||
+        (channels + kTransposeTile - 1) / kTransposeTile > kMaxGridYZ) {
+        return static_cast<int32_t>(cudaErrorInvalidValue);
+    }
+    auto* base = static_cast<unsigned char*>(workspace);
+    float* wcols = reinterpret_cast<float*>(base);
+    T* nhwc = reinterpret_cast<T*>(base + s.weightBytes());
+    T* columns = reinterpret_cast<T*>(base + fixed);
+    T const* in = static_cast<T const*>(input);
+    T const* off = static_cast<T const*>(offset);
+    T const* msk = static_cast<T const*>(mask);
+    T* out = static_cast<T*>(output);
+
+    int64_t const weight_total = out_channels * (channels / groups) * s.taps();
+    if (weight_total > 0) {
+        int64_t const blocks = std::min<int64_t>((weight_total + kThreads - 1) / kThreads, 4096);
+        reorderWeightKernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+            static_cast<T const*>(weight), wcols, weight_total, channels / groups, s.taps());
+        cudaError_t const status = cudaGetLastError();
+        if (status != cudaSuccess) return static_cast<int32_t>(status);
+    }
+    if (channels > 0) {
+        dim3 const grid(static_cast<unsigned>((height * width + kTransposeTile - 1) / kTransposeTile),
+                        static_cast<unsigned>((channels + kTransposeTile - 1) / kTransposeTile),
+                        static_cast<unsigned>(std::min(n, kMaxGridYZ)));
+        nchwToNhwcKernel<T><<<grid, dim3(kTransposeTile, 8), 0, stream>>>(in, nhwc, n, channels, height * width);
+        cudaError_t const status = cudaGetLastError();
+        if (status != cudaSuccess) return static_cast<int32_t>(status);
+    }
+    int64_t const taps = s.taps();
+    for (int64_t n0 = 0; n0 < n; n0 += slice) {
+        int64_t const m = std::min(slice, n - n0);
+        int32_t const sampled = im2col<T, false>(
+            nhwc + n0 * height * width * channels, off + n0 * 2 * offset_groups * taps * pixels,
+            msk != nullptr ? msk + n0 * offset_groups * taps * pixels : nullptr, columns, m, channels, height, width,
+            kernel_h, kernel_w, s.out_h, s.out_w, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups,
+            offset_groups, stream);
+        if (sampled != static_cast<int32_t>(cudaSuccess)) return sampled;
+        int64_t const batches = m * groups;
+        dim3 const grid(static_cast<unsigned>((pixels + kGemmTile - 1) / kGemmTile),
+                        static_cast<unsigned>((per_group_out + kGemmTile - 1) / kGemmTile),
+                        static_cast<unsigned>(std::min(batches, kMaxGridYZ)));
+        gemmKernel<T><<<grid, kGemmThreads, 0, stream>>>(wcols, columns, static_cast<T const*>(bias),
+                                                         out + n0 * out_channels * pixels, batches, groups,
+                                                         per_group_out, reduce, pixels);
+        cudaError_t const status = cudaGetLastError();
+        if (status != cudaSuccess) return static_cast<int32_t>(status);
+    }
+    return static_cast<int32_t>(cudaSuccess);
+}
+
 }  // namespace deform_conv2d_detail
 }  // namespace torchtrt_ext
 
@@ -267,3 +527,47 @@ TORCHTRT_EXT_API int32_t torchtrt_ext_deform_conv2d_im2col_bf16(TORCHTRT_EXT_DCN
 
 #undef TORCHTRT_EXT_DCN_ARGS
 #undef TORCHTRT_EXT_DCN_PASS
+
+#define TORCHTRT_EXT_DCN_FULL_ARGS                                                                                 \
+    void const *input, void const *offset, void const *weight, void const *bias, void const *mask, void *output,   \
+        void *workspace, int64_t workspace_bytes, int64_t n, int64_t channels, int64_t height, int64_t width,       \
+        int64_t out_channels, int64_t kernel_h, int64_t kernel_w, int64_t stride_h, int64_t stride_w,               \
+        int64_t pad_h, int64_t pad_w, int64_t dil_h, int64_t dil_w, int64_t groups, int64_t offset_groups,          \
+        cudaStream_t stream
+#define TORCHTRT_EXT_DCN_FULL_PASS                                                                                 \
+    input, offset, weight, bias, mask, output, workspace, workspace_bytes, n, channels, height, width,             \
+        out_channels, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups, offset_groups,  \
+        stream
+
+extern "C" {
+
+TORCHTRT_EXT_API int32_t torchtrt_ext_deform_conv2d_f32(TORCHTRT_EXT_DCN_FULL_ARGS) {
+    return torchtrt_ext::deform_conv2d_detail::deformConv2d<float>(TORCHTRT_EXT_DCN_FULL_PASS);
+}
+
+TORCHTRT_EXT_API int32_t torchtrt_ext_deform_conv2d_f16(TORCHTRT_EXT_DCN_FULL_ARGS) {
+    return torchtrt_ext::deform_conv2d_detail::deformConv2d<__half>(TORCHTRT_EXT_DCN_FULL_PASS);
+}
+
+TORCHTRT_EXT_API int32_t torchtrt_ext_deform_conv2d_bf16(TORCHTRT_EXT_DCN_FULL_ARGS) {
+    return torchtrt_ext::deform_conv2d_detail::deformConv2d<__nv_bfloat16>(TORCHTRT_EXT_DCN_FULL_PASS);
+}
+
+TORCHTRT_EXT_API int64_t torchtrt_ext_deform_conv2d_workspace_size(
+    int64_t n, int64_t channels, int64_t height, int64_t width, int64_t out_channels, int64_t kernel_h,
+    int64_t kernel_w, int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dil_h, int64_t dil_w,
+    int64_t groups, int64_t offset_groups, int64_t element_size) {
+    using namespace torchtrt_ext::deform_conv2d_detail;
+    OpSizes s{};
+    if ((element_size != 2 && element_size != 4) ||
+        !makeSizes(s, n, channels, height, width, out_channels, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w,
+                   dil_h, dil_w, groups, offset_groups)) {
+        return -1;
+    }
+    return workspaceBytes(s, element_size);
+}
+
+}  // extern "C"
+
+#undef TORCHTRT_EXT_DCN_FULL_ARGS
+#undef TORCHTRT_EXT_DCN_FULL_PASS

@@ -1,8 +1,11 @@
-// DeformConv2d (modulated deformable convolution, DCNv2) CUDA kernels: the deformable sampling ("im2col") step.
+// DeformConv2d (modulated deformable convolution, DCNv2) CUDA kernels: the deformable sampling ("im2col") step, and
+// the whole op (sampling + GEMM + bias) for callers without cuBLAS.
 //
 // The convolution is computed as: columns = sample(input, offset, mask), then output = weight' x columns^T (one GEMM
-// per image and convolution group, done by cuBLAS: torch.matmul in the eager op, cublas in a plugin), plus bias.
-// These launchers do the sampling for the whole batch in one launch. The input is channels-last and the columns
+// per image and convolution group), plus bias. The eager op calls the im2col launchers and does the GEMM with
+// torch.matmul (cuBLAS); the TensorRT plugins call the full-op launchers (torchtrt_ext_deform_conv2d_f32/_f16/_bf16),
+// whose GEMM is a tiled shared-memory kernel of this library (FP32 accumulation, no cuBLAS).
+// The im2col launchers do the sampling for the whole batch in one launch. The input is channels-last and the columns
 // are pixel-major, so that both the corner reads and the column writes are contiguous runs of channels:
 //
 //     columns[n][oy * out_w + ox][row(c, k)]        (K = kernel_h * kernel_w, k = i * kernel_w + j)
@@ -71,6 +74,52 @@ TORCHTRT_EXT_API int32_t torchtrt_ext_deform_conv2d_im2col_split_tf32(
     int64_t height, int64_t width, int64_t kernel_h, int64_t kernel_w, int64_t out_h, int64_t out_w,
     int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dil_h, int64_t dil_w,
     int64_t groups, int64_t offset_groups, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------------------- the whole op
+// output = deform_conv2d(input, offset, weight, bias, mask) with torchvision.ops.deform_conv2d semantics, every tensor
+// contiguous NCHW in one data type:
+//   input   [n, channels, height, width]
+//   offset  [n, 2 * offset_groups * K, out_h, out_w]            (K = kernel_h * kernel_w; (dy, dx) per tap)
+//   weight  [out_channels, channels / groups, kernel_h, kernel_w]
+//   bias    [out_channels], or NULL for none
+//   mask    [n, offset_groups * K, out_h, out_w], or NULL for none (all ones)
+//   output  [n, out_channels, out_h, out_w], written entirely; must not overlap the inputs
+// with out_h = (height + 2 * pad_h - dil_h * (kernel_h - 1) - 1) / stride_h + 1 (out_w alike), computed here.
+// workspace: device memory of workspace_bytes >= torchtrt_ext_deform_conv2d_workspace_size(...) for these sizes
+// (any larger size works; a smaller one that still holds one image's columns works too, in more GEMM passes), and
+// 256-byte aligned (cudaMalloc's alignment). It holds the weight in column order (FP32), the input channels-last and
+// the column buffer of as many images as fit; nothing in it survives the call.
+// Sizes: n, out_channels >= 0 (0 launches nothing), channels >= 0; height, width, kernel sizes, strides, dilations,
+// groups, offset_groups >= 1; pads >= 0; channels and out_channels divisible by groups, channels by offset_groups.
+// Sums are FP32 for every data type (columns are stored in the data type, rounded once, as in the eager op).
+// The work is enqueued on `stream`; nothing is synchronized.
+// Returns a cudaError_t as int32_t: 0 once every launch was accepted; cudaErrorInvalidValue (1) for bad sizes, a null
+// pointer, or a workspace too small for one image; otherwise the error of the failed launch. Never exits or aborts.
+TORCHTRT_EXT_API int32_t torchtrt_ext_deform_conv2d_f32(
+    void const* input, void const* offset, void const* weight, void const* bias, void const* mask, void* output,
+    void* workspace, int64_t workspace_bytes, int64_t n, int64_t channels, int64_t height, int64_t width,
+    int64_t out_channels, int64_t kernel_h, int64_t kernel_w, int64_t stride_h, int64_t stride_w, int64_t pad_h,
+    int64_t pad_w, int64_t dil_h, int64_t dil_w, int64_t groups, int64_t offset_groups, cudaStream_t stream);
+// Same, __half data.
+TORCHTRT_EXT_API int32_t torchtrt_ext_deform_conv2d_f16(
+    void const* input, void const* offset, void const* weight, void const* bias, void const* mask, void* output,
+    void* workspace, int64_t workspace_bytes, int64_t n, int64_t channels, int64_t height, int64_t width,
+    int64_t out_channels, int64_t kernel_h, int64_t kernel_w, int64_t stride_h, int64_t stride_w, int64_t pad_h,
+    int64_t pad_w, int64_t dil_h, int64_t dil_w, int64_t groups, int64_t offset_groups, cudaStream_t stream);
+// Same, __nv_bfloat16 data.
+TORCHTRT_EXT_API int32_t torchtrt_ext_deform_conv2d_bf16(
+    void const* input, void const* offset, void const* weight, void const* bias, void const* mask, void* output,
+    void* workspace, int64_t workspace_bytes, int64_t n, int64_t channels, int64_t height, int64_t width,
+    int64_t out_channels, int64_t kernel_h, int64_t kernel_w, int64_t stride_h, int64_t stride_w, int64_t pad_h,
+    int64_t pad_w, int64_t dil_h, int64_t dil_w, int64_t groups, int64_t offset_groups, cudaStream_t stream);
+// Bytes of workspace the full-op launchers want for these sizes with elements of element_size bytes (4 or 2): the
+// weight in column order, the channels-last input, and the columns of min(n, images fitting in 256 MiB, at least 1)
+// images. Never decreases when any size grows (so a size from a profile's largest shapes serves every smaller one).
+// Returns -1 for sizes the launchers would reject (see above) or a byte count that overflows. Host only.
+TORCHTRT_EXT_API int64_t torchtrt_ext_deform_conv2d_workspace_size(
+    int64_t n, int64_t channels, int64_t height, int64_t width, int64_t out_channels, int64_t kernel_h,
+    int64_t kernel_w, int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dil_h, int64_t dil_w,
+    int64_t groups, int64_t offset_groups, int64_t element_size);
 
 #ifdef __cplusplus
 }

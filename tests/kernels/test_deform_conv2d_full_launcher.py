@@ -1,0 +1,239 @@
+"""The DeformConv2d full-op launchers (sampling + our own tiled GEMM + bias), the kernels the TensorRT plugins call.
+
+CPU (no GPU needed, the kernels library only): exported symbols, the workspace size (values, monotonic in the sizes a
+profile varies, -1 for bad sizes), and argument checks that return cudaErrorInvalidValue before touching the GPU.
+GPU (marker gpu): the launcher through ctypes against a float64 reference (torchvision's op when it imports, else our
+PyTorch math in float64), tolerances of issue 9: relative error < 1e-5 float32, < 2e-3 float16, < 1e-2 bfloat16;
+cases with and without bias/mask, stride 2, dilation 2, groups 2, offset groups 2, offsets reaching outside the image,
+several 64x64 GEMM tiles with ragged edges, and a workspace that holds one image (several GEMM passes).
+"""
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+
+import pytest
+import torch
+
+from tests.helpers import rel_err
+from torchtrt_ext import _native
+from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError
+from torchtrt_ext.ops.deform_conv2d import columns_to_output, sample_columns
+
+CUDA_ERROR_INVALID_VALUE = 1
+TOLERANCES = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}
+# n, c_in, c_out, h, w, (kh, kw), stride, padding, dilation, groups, offset_groups, offset sigma, bias, mask
+CASES = {
+    "plain_no_bias_no_mask": (2, 8, 16, 9, 10, (3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 2.0, False, "none"),
+    "bias_only": (2, 8, 16, 9, 10, (3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 2.0, True, "none"),
+    "bias_and_mask": (2, 16, 24, 11, 9, (3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 2.0, True, "rand"),
+    "mask_zero_bias": (1, 8, 8, 8, 8, (3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 2.0, "zeros", "rand"),
+    "zero_mask": (1, 8, 8, 8, 8, (3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 2.0, True, "zeros"),
+    "far_outside": (2, 16, 32, 9, 11, (3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 8.0, True, "rand"),
+    "stride2": (2, 16, 16, 15, 17, (3, 3), (2, 2), (1, 1), (1, 1), 1, 1, 2.0, True, "rand"),
+    "dilation2": (2, 16, 16, 13, 12, (3, 3), (1, 1), (2, 2), (2, 2), 1, 1, 2.0, True, "rand"),
+    "groups2_offset_groups2": (2, 32, 48, 12, 10, (3, 3), (1, 1), (1, 1), (1, 1), 2, 2, 3.0, True, "rand"),
+    "groups4_offset_groups8": (1, 64, 32, 9, 9, (3, 3), (1, 1), (1, 1), (1, 1), 4, 8, 3.0, True, "rand"),
+    "kernel5x1_odd": (1, 6, 10, 11, 7, (5, 1), (2, 1), (2, 0), (1, 3), 1, 2, 2.0, True, "rand"),
+    "many_tiles": (2, 40, 130, 23, 29, (3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 2.0, True, "rand"),
+}
+
+
+def _library() -> ctypes.CDLL:
+    try:
+        _native.kernels_library_path()
+        return _native.kernels_library()
+    except LibraryNotFoundError as exc:
+        pytest.skip(f"kernels library not built or not loadable: {exc}")
+
+
+def _workspace_size(*sizes: int) -> int:
+    fn = _library().torchtrt_ext_deform_conv2d_workspace_size
+    fn.argtypes = [ctypes.c_int64] * 16
+    fn.restype = ctypes.c_int64
+    return int(fn(*sizes))
+
+
+# ------------------------------------------------------------------------------------------------ CPU checks
+def test_full_launchers_are_exported() -> None:
+    _library()
+    path = str(_native.kernels_library_path())
+    if shutil.which("nm") is None:
+        pytest.skip("nm (binutils) not installed")
+    out = subprocess.run(["nm", "-D", "--defined-only", path], check=True, capture_output=True, text=True).stdout
+    exported = {line.split()[-1] for line in out.splitlines() if line.split()[1:2] == ["T"]}
+    for name in ("torchtrt_ext_deform_conv2d_f32", "torchtrt_ext_deform_conv2d_f16", "torchtrt_ext_deform_conv2d_bf16",
+                 "torchtrt_ext_deform_conv2d_workspace_size"):
+        assert name in exported, f"{name} is not exported by {path}"
+
+
+def _sizes(n: int = 2, c: int = 16, h: int = 12, w: int = 10, c_out: int = 32, kh: int = 3, kw: int = 3,
+           stride: int = 1, pad: int = 1, dil: int = 1, groups: int = 1, og: int = 1, elem: int = 4) -> list[int]:
+    return [n, c, h, w, c_out, kh, kw, stride, stride, pad, pad, dil, dil, groups, og, elem]
+
+
+def _align(v: int) -> int:
+    return (v + 255) // 256 * 256
+
+
+def test_workspace_size_is_weight_nhwc_input_and_columns() -> None:
+    n, c, h, w, c_out, k = 2, 16, 12, 10, 32, 9
+    weight = _align(c_out * c * k * 4)
+    nhwc = _align(n * c * h * w * 4)
+    columns = n * _align(h * w * c * k * 4)  # 3x3, pad 1, stride 1: out = in
+    assert _workspace_size(*_sizes()) == weight + nhwc + columns
+    assert _workspace_size(*_sizes(elem=2)) == _align(c_out * c * k * 4) + _align(n * c * h * w * 2) + n * _align(
+        h * w * c * k * 2)
+
+
+def test_workspace_size_caps_columns_at_256_mib_but_holds_one_image() -> None:
+    big = _sizes(n=64, c=256, h=64, w=64, c_out=256)  # one image: 4096 * 2304 * 4 B = 36 MiB; all 64 > 256 MiB
+    fixed = _align(256 * 256 * 9 * 4) + _align(64 * 256 * 64 * 64 * 4)
+    assert _workspace_size(*big) == fixed + (256 << 20)
+    huge = _sizes(n=2, c=2048, h=128, w=128, c_out=8)  # one image's columns alone exceed the budget
+    image = _align(128 * 128 * 2048 * 9 * 4)
+    assert _workspace_size(*huge) == _align(8 * 2048 * 9 * 4) + _align(2 * 2048 * 128 * 128 * 4) + image
+
+
+@pytest.mark.parametrize("index", [0, 1, 2, 3, 4])  # n, c, h, w, c_out: the dims a TensorRT profile varies
+def test_workspace_size_never_shrinks_as_a_profile_dim_grows(index: int) -> None:
+    base = _sizes(n=3, c=64, h=40, w=40, c_out=64)
+    previous = 0
+    for value in [1, 2, 3, 5, 8, 13, 64, 100, 333, 1000]:
+        sizes = list(base)
+        sizes[index] = value  # groups = offset_groups = 1: any channel count is valid
+        got = _workspace_size(*sizes)
+        assert got >= previous, f"workspace shrank from {previous} to {got} when size #{index} grew to {value}"
+        previous = got
+
+
+@pytest.mark.parametrize("bad", [
+    dict(c=15, groups=2), dict(c_out=15, groups=2), dict(c=15, og=2), dict(stride=0), dict(dil=0), dict(pad=-1),
+    dict(groups=0), dict(og=0), dict(h=0), dict(kh=0), dict(h=1, pad=0), dict(elem=8), dict(n=-1),
+])
+def test_workspace_size_rejects_bad_sizes(bad: dict) -> None:
+    assert _workspace_size(*_sizes(**bad)) == -1, bad
+
+
+def _call(dtype_suffix: str, ptrs: list, workspace_bytes: int, sizes: list[int]) -> int:
+    fn = getattr(_library(), f"torchtrt_ext_deform_conv2d_{dtype_suffix}")
+    fn.argtypes = [ctypes.c_void_p] * 7 + [ctypes.c_int64] * 16 + [ctypes.c_void_p]
+    fn.restype = ctypes.c_int32
+    return int(fn(*ptrs, workspace_bytes, *sizes[:15], None))
+
+
+@pytest.mark.parametrize("suffix", ["f32", "f16", "bf16"])
+def test_launcher_rejects_bad_arguments_before_touching_the_gpu(suffix: str) -> None:
+    fake = [0x1000] * 7  # 256-aligned, never dereferenced: every case fails its checks first
+    good = _sizes()
+    needed = _workspace_size(*good[:15], 4 if suffix == "f32" else 2)
+    assert _call(suffix, [None] * 7, needed, good) == CUDA_ERROR_INVALID_VALUE  # null pointers
+    assert _call(suffix, fake, needed, _sizes(c=15, groups=2)) == CUDA_ERROR_INVALID_VALUE
+    assert _call(suffix, fake, needed, _sizes(h=1, pad=0)) == CUDA_ERROR_INVALID_VALUE  # empty output
+    assert _call(suffix, fake[:6] + [0x1001], needed, good) == CUDA_ERROR_INVALID_VALUE  # unaligned workspace
+    image = _align(12 * 10 * 16 * 9 * (4 if suffix == "f32" else 2))  # the columns of one image
+    fixed = needed - 2 * image  # weight + channels-last input
+    assert _call(suffix, fake, fixed + image - 1, good) == CUDA_ERROR_INVALID_VALUE  # not even one image fits
+    assert _call(suffix, [None] * 7, 0, _sizes(n=0)) == 0  # empty batch: nothing to do, nothing touched
+
+
+def test_python_binding_reports_rejected_sizes() -> None:
+    _library()
+    from torchtrt_ext.ops._deform_conv2d_full import workspace_size
+
+    assert workspace_size((2, 16, 12, 10), (32, 16, 3, 3), (1, 1), (1, 1), (1, 1), 1, 1, torch.float32) == \
+        _workspace_size(*_sizes())
+    with pytest.raises(InvalidInputError, match="rejects the sizes"):
+        workspace_size((2, 15, 12, 10), (32, 15, 3, 3), (1, 1), (1, 1), (1, 1), 2, 1, torch.float32)
+
+
+# ------------------------------------------------------------------------------------------------ GPU checks
+def _make(case: tuple, seed: int = 0) -> dict:
+    n, c_in, c_out, h, w, k, stride, padding, dilation, groups, og, sigma, bias, mask = case
+    ho = (h + 2 * padding[0] - dilation[0] * (k[0] - 1) - 1) // stride[0] + 1
+    wo = (w + 2 * padding[1] - dilation[1] * (k[1] - 1) - 1) // stride[1] + 1
+    gen = torch.Generator().manual_seed(seed)
+    taps = k[0] * k[1]
+    b = {True: lambda: torch.randn(c_out, generator=gen), False: lambda: None,
+         "zeros": lambda: torch.zeros(c_out)}[bias]()
+    m = {"rand": lambda: torch.rand(n, og * taps, ho, wo, generator=gen),
+         "zeros": lambda: torch.zeros(n, og * taps, ho, wo), "none": lambda: None}[mask]()
+    return dict(input=torch.randn(n, c_in, h, w, generator=gen),
+                offset=torch.randn(n, 2 * og * taps, ho, wo, generator=gen) * sigma,
+                weight=torch.randn(c_out, c_in // groups, *k, generator=gen) * 0.1, bias=b, mask=m,
+                stride=stride, padding=padding, dilation=dilation, groups=groups, offset_groups=og)
+
+
+def _reference_f64(t: dict, dtype: torch.dtype) -> torch.Tensor:
+    """float64 result on the dtype-rounded inputs: torchvision's op when it imports, else our PyTorch math."""
+    f64 = {k: (v.to(dtype).double() if isinstance(v, torch.Tensor) else v) for k, v in t.items()}
+    try:
+        from torchvision.ops import deform_conv2d as tv
+    except Exception:  # noqa: BLE001 - torchvision absent or built for another torch
+        tv = None
+    if tv is not None:
+        return tv(f64["input"], f64["offset"], f64["weight"], f64["bias"], stride=t["stride"], padding=t["padding"],
+                  dilation=t["dilation"], mask=f64["mask"])
+    k = tuple(t["weight"].shape[-2:])
+    cols = sample_columns(f64["input"], f64["offset"], f64["mask"], k, t["stride"], t["padding"], t["dilation"],
+                          t["offset_groups"])
+    return columns_to_output(cols, f64["weight"], f64["bias"], t["groups"], tuple(t["offset"].shape[-2:]))
+
+
+def _run(t: dict, dtype: torch.dtype, workspace_bytes: int | None = None) -> torch.Tensor:
+    from torchtrt_ext.ops._deform_conv2d_full import deform_conv2d_full
+
+    dev = {k: (v.to("cuda", dtype) if isinstance(v, torch.Tensor) else v) for k, v in t.items()}
+    out = deform_conv2d_full(dev["input"], dev["offset"], dev["weight"], dev["bias"], dev["mask"], t["stride"],
+                             t["padding"], t["dilation"], t["groups"], t["offset_groups"],
+                             workspace_bytes=workspace_bytes)
+    torch.cuda.synchronize()
+    return out
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("name", list(CASES))
+def test_full_launcher_matches_float64_reference(name: str, dtype: torch.dtype) -> None:
+    _library()
+    t = _make(CASES[name])
+    ref = _reference_f64(t, dtype)
+    got = _run(t, dtype)
+    assert got.dtype == dtype and tuple(got.shape) == tuple(ref.shape), (got.shape, ref.shape)
+    assert torch.isfinite(got.float()).all(), f"{name} {dtype}: non-finite values (unwritten or NaN output)"
+    err = rel_err(got.cpu(), ref)
+    assert err < TOLERANCES[dtype], f"{name} {dtype}: relative error {err:.3g} >= {TOLERANCES[dtype]:g} vs float64"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_a_workspace_of_one_image_gives_the_same_result_in_several_passes(dtype: torch.dtype) -> None:
+    _library()
+    from torchtrt_ext.ops._deform_conv2d_full import workspace_size
+
+    t = _make((5,) + CASES["groups2_offset_groups2"][1:])  # 5 images
+    shape, wshape = tuple(t["input"].shape), tuple(t["weight"].shape)
+    full = workspace_size(shape, wshape, t["stride"], t["padding"], t["dilation"], t["groups"], t["offset_groups"], dtype)
+    one = workspace_size((1,) + shape[1:], wshape, t["stride"], t["padding"], t["dilation"], t["groups"],
+                         t["offset_groups"], dtype)
+    elem = torch.empty((), dtype=dtype).element_size()
+    nhwc_extra = ((5 * t["input"][0].numel() * elem + 255) // 256 - (t["input"][0].numel() * elem + 255) // 256) * 256
+    small = one + nhwc_extra  # the weight, all 5 images channels-last, the columns of 1 image
+    assert small < full
+    whole, sliced = _run(t, dtype), _run(t, dtype, workspace_bytes=small)
+    assert torch.equal(whole, sliced), "slicing the batch over GEMM passes changed the result"
+    assert rel_err(sliced.cpu(), _reference_f64(t, dtype)) < TOLERANCES[dtype]
+
+
+@pytest.mark.gpu
+def test_full_launcher_agrees_with_the_eager_cuda_op() -> None:
+    """Our GEMM (plugin path) against torch.matmul/cuBLAS on the same sampled columns (eager path)."""
+    _library()
+    from torchtrt_ext.ops import deform_conv2d
+
+    t = _make(CASES["many_tiles"])
+    dev = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in t.items()}
+    eager = deform_conv2d(dev["input"], dev["offset"], dev["weight"], dev["bias"], mask=dev["mask"],
+                          stride=t["stride"], padding=t["padding"], dilation=t["dilation"], groups=t["groups"])
+    assert rel_err(_run(t, torch.float32).cpu(), eager.cpu()) < 1e-5
