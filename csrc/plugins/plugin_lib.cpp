@@ -7,6 +7,7 @@
 #include "NvInferRuntime.h"
 #include "plugins/common/logging.h"
 #include "plugins/common/plugin_base.h"
+#include "plugins/deform_conv2d/deform_conv2d_plugin.h"
 #include "plugins/l2norm/l2norm_plugin.h"
 
 #include <deque>
@@ -18,30 +19,48 @@
 
 namespace
 {
+using torchtrt_ext::plugins::DeformConv2dPluginCreator;
 using torchtrt_ext::plugins::L2NormPluginCreator;
 
+//! One creator per op, all for one namespace; the list getCreators returns and registration walks.
+struct Creators
+{
+    explicit Creators(char const* pluginNamespace)
+        : l2norm(pluginNamespace)
+        , deformConv2d(pluginNamespace)
+        , all{&l2norm, &deformConv2d}
+    {
+    }
+    Creators(Creators const&) = delete;
+    Creators& operator=(Creators const&) = delete;
+
+    L2NormPluginCreator l2norm;
+    DeformConv2dPluginCreator deformConv2d;
+    nvinfer1::IPluginCreatorV3One* const all[2];
+};
+
 //! Creators made for other namespaces by torchtrt_ext_register_plugins. A registry keeps only pointers, so they live
-//! until the library is unloaded; one creator per namespace and op, however often registration is called.
+//! until the library is unloaded; one set of creators per namespace, however often registration is called.
 class CreatorStore
 {
 public:
-    L2NormPluginCreator& l2norm(std::string const& pluginNamespace)
+    Creators& forNamespace(std::string const& pluginNamespace)
     {
         std::lock_guard<std::mutex> lock(mMutex);
-        for (auto const& creator : mL2Norm)
+        for (auto const& creators : mCreators)
         {
-            if (pluginNamespace == creator->getPluginNamespace())
+            if (pluginNamespace == creators->l2norm.getPluginNamespace())
             {
-                return *creator;
+                return *creators;
             }
         }
-        mL2Norm.push_back(std::make_unique<L2NormPluginCreator>(pluginNamespace.c_str()));
-        return *mL2Norm.back();
+        mCreators.push_back(std::make_unique<Creators>(pluginNamespace.c_str()));
+        return *mCreators.back();
     }
 
 private:
     std::mutex mMutex;
-    std::deque<std::unique_ptr<L2NormPluginCreator>> mL2Norm;
+    std::deque<std::unique_ptr<Creators>> mCreators;
 };
 
 CreatorStore& creatorStore()
@@ -57,7 +76,8 @@ extern "C" TORCHTRT_EXT_PLUGIN_API nvinfer1::IPluginCreatorInterface* const* get
     try
     {
         static L2NormPluginCreator sL2NormCreator{torchtrt_ext::plugins::kDEFAULT_NAMESPACE};
-        static nvinfer1::IPluginCreatorInterface* const kCREATORS[] = {&sL2NormCreator};
+        static DeformConv2dPluginCreator sDeformConv2dCreator{torchtrt_ext::plugins::kDEFAULT_NAMESPACE};
+        static nvinfer1::IPluginCreatorInterface* const kCREATORS[] = {&sL2NormCreator, &sDeformConv2dCreator};
         nbCreators = static_cast<int32_t>(sizeof(kCREATORS) / sizeof(kCREATORS[0]));
         return kCREATORS;
     }
@@ -83,14 +103,16 @@ extern "C" TORCHTRT_EXT_PLUGIN_API bool torchtrt_ext_register_plugins(
     {
         torchtrt_ext::plugins::require(registry != nullptr, "no plugin registry given");
         std::string const ns = pluginNamespace != nullptr ? pluginNamespace : torchtrt_ext::plugins::kDEFAULT_NAMESPACE;
-        L2NormPluginCreator& creator = creatorStore().l2norm(ns);
-        if (registry->getCreator(creator.getPluginName(), creator.getPluginVersion(), ns.c_str()) != nullptr)
+        for (nvinfer1::IPluginCreatorV3One* creator : creatorStore().forNamespace(ns).all)
         {
-            return true;
+            if (registry->getCreator(creator->getPluginName(), creator->getPluginVersion(), ns.c_str()) != nullptr)
+            {
+                continue; // already there: counts as registered
+            }
+            torchtrt_ext::plugins::require(registry->registerCreator(*creator, ns.c_str()),
+                std::string("the registry refused creator ") + creator->getPluginName() + " version "
+                    + creator->getPluginVersion() + " in namespace '" + ns + "'");
         }
-        torchtrt_ext::plugins::require(registry->registerCreator(creator, ns.c_str()),
-            std::string("the registry refused creator ") + creator.getPluginName() + " version "
-                + creator.getPluginVersion() + " in namespace '" + ns + "'");
         return true;
     }
     catch (...)

@@ -44,19 +44,19 @@ def compiler() -> str:
     pytest.skip("no C++ compiler (g++, c++ or clang++) on PATH")
 
 
-def compile_harness(out: Path, trt_include: Path, *, sanitize: bool) -> Path:
-    """Compile harness.cpp to `out`; with sanitize, under AddressSanitizer and UBSan where the compiler has them
+def compile_harness(out: Path, trt_include: Path, *, sanitize: bool, source: Path = SOURCE) -> Path:
+    """Compile `source` (default harness.cpp) to `out`; with sanitize, under AddressSanitizer and UBSan where the compiler has them
     (at -O0: instrumented -O1 takes half a minute to compile)."""
     home = cuda_home()
     libdir = cuda_lib_dir(home)
     cmd = [compiler(), "-std=c++17", "-O0" if sanitize else "-O1", "-g", "-Wall", "-Wextra", "-isystem", str(trt_include),
-           "-isystem", str(home / "include"), str(SOURCE), "-o", str(out), "-ldl", f"-L{libdir}", "-lcudart",
+           "-isystem", str(home / "include"), str(source), "-o", str(out), "-ldl", f"-L{libdir}", "-lcudart",
            f"-Wl,-rpath,{libdir}"]
     if sanitize:
         cmd[1:1] = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer"]
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0 and sanitize:  # no sanitizer runtime here: build plainly rather than not at all
-        return compile_harness(out, trt_include, sanitize=False)
+        return compile_harness(out, trt_include, sanitize=False, source=source)
     assert result.returncode == 0, f"compiling the harness failed:\n{' '.join(cmd)}\n{result.stderr}"
     return out
 

@@ -3,7 +3,7 @@
 // getPluginRegistry itself, returning the stand-in registry of test_registry.h.
 //
 //   autoload_check AUTOLOAD PLUGINS registry       built with -rdynamic, so getPluginRegistry is a global symbol the
-//                                                  library's weak reference binds to: L2Norm registered exactly once
+//                                                  library's weak reference binds to: each creator (L2Norm, DeformConv2d) registered once
 //   autoload_check AUTOLOAD PLUGINS nullregistry   the same binary, getPluginRegistry returning null
 //   autoload_check AUTOLOAD PLUGINS noregistry     built without -rdynamic: no registry reachable (as when preloaded
 //                                                  before libnvinfer); the load must succeed and log the remedy
@@ -104,6 +104,9 @@ private:
     ILogger* mLogger;
 };
 
+//! Creators of libtorchtrt_ext_plugins.so: L2Norm and DeformConv2d.
+constexpr int32_t kNB_CREATORS = 2;
+
 std::string registryContents()
 {
     std::string text;
@@ -132,7 +135,10 @@ int32_t withRegistry(Checker& c, char const* autoloadPath, char const* pluginsPa
     }
     int32_t n = -1;
     gRegistry.getAllCreators(&n);
-    c.check(gRegistry.registerCalls == 1 && n == 1, "the load registered exactly one creator", registryContents());
+    c.check(gRegistry.registerCalls == kNB_CREATORS && n == kNB_CREATORS,
+        "the load registered each creator exactly once (L2Norm, DeformConv2d)", registryContents());
+    c.check(gRegistry.getCreator("DeformConv2d", "1", "torchtrt_ext") != nullptr,
+        "registry holds DeformConv2d version 1 in namespace torchtrt_ext", registryContents());
     IPluginCreatorV3One* creator = TestRegistry::asV3(gRegistry.getCreator("L2Norm", "1", "torchtrt_ext"));
     c.check(creator != nullptr && std::strcmp(creator->getPluginName(), "L2Norm") == 0
             && std::strcmp(creator->getPluginVersion(), "1") == 0
@@ -151,7 +157,7 @@ int32_t withRegistry(Checker& c, char const* autoloadPath, char const* pluginsPa
     }
 
     void* again = dlopen(autoloadPath, RTLD_NOW | RTLD_LOCAL);
-    c.check(again == autoload && gRegistry.registerCalls == 1, "a second dlopen registers nothing more",
+    c.check(again == autoload && gRegistry.registerCalls == kNB_CREATORS, "a second dlopen registers nothing more",
         registryContents());
     if (again != nullptr)
     {
@@ -214,8 +220,11 @@ int32_t withLocalNvinfer(Checker& c, char const* autoloadPath, char const* fakeP
     c.check(autoload != nullptr, "dlopen libtorchtrt_ext_plugins_autoload.so", autoload == nullptr ? dlerror() : "");
     int32_t n = -1;
     gRegistry.getAllCreators(&n);
-    c.check(gRegistry.registerCalls == 1 && n == 1 && gRegistry.getCreator("L2Norm", "1", "torchtrt_ext") != nullptr,
-        "L2Norm 1 registered exactly once in the registry of the already loaded libnvinfer.so.10", registryContents());
+    c.check(gRegistry.registerCalls == kNB_CREATORS && n == kNB_CREATORS
+            && gRegistry.getCreator("L2Norm", "1", "torchtrt_ext") != nullptr
+            && gRegistry.getCreator("DeformConv2d", "1", "torchtrt_ext") != nullptr,
+        "L2Norm 1 and DeformConv2d 1 registered exactly once in the registry of the already loaded libnvinfer.so.10",
+        registryContents());
     return c.failures;
 }
 

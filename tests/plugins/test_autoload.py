@@ -81,11 +81,12 @@ def test_links_the_plugin_library_beside_it_and_stays_loaded(autoload: Path) -> 
     assert exported == {"getCreators", "setLoggerFinder"}, exported
 
 
-def test_dlopen_registers_l2norm_exactly_once(programs: dict[str, Path], autoload: Path) -> None:
+def test_dlopen_registers_each_creator_exactly_once(programs: dict[str, Path], autoload: Path) -> None:
     rc, output = run(programs["dynamic"], autoload, "registry")
     assert rc == 0 and "FAIL" not in output, output
     assert re.search(r"^autoload registry: (1[2-9]|[2-9]\d) checks, 0 failed$", output, re.MULTILINE), output
-    assert "ok   the load registered exactly one creator" in output
+    assert "ok   the load registered each creator exactly once (L2Norm, DeformConv2d)" in output
+    assert "ok   registry holds DeformConv2d version 1 in namespace torchtrt_ext" in output
     assert "ok   loading libtorchtrt_ext_plugins.so registers nothing by itself" in output
 
 

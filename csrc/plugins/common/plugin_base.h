@@ -39,6 +39,20 @@ T readScalarField(nvinfer1::PluginField const& field, nvinfer1::PluginFieldType 
     return value;
 }
 
+//! Read a field of exactly N elements of type `expected` (T must match it) into `values`; throws PluginError naming
+//! the field when the type, length or data pointer is wrong.
+template <typename T, size_t N>
+void readArrayField(nvinfer1::PluginField const& field, nvinfer1::PluginFieldType expected, T (&values)[N])
+{
+    std::string const name = field.name != nullptr ? field.name : "<unnamed>";
+    require(field.type == expected,
+        "field '" + name + "' has type " + fieldTypeName(field.type) + ", expected " + fieldTypeName(expected));
+    require(field.length == static_cast<int32_t>(N),
+        "field '" + name + "' has " + std::to_string(field.length) + " elements, expected " + std::to_string(N));
+    require(field.data != nullptr, "field '" + name + "' has no data");
+    std::memcpy(values, field.data, sizeof(T) * N);
+}
+
 //! The core capability of a plugin: its name, version and namespace.
 class PluginCoreBase : public nvinfer1::IPluginV3OneCore
 {
