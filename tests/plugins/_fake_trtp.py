@@ -107,6 +107,13 @@ class PluginDef:
 REGISTRY: dict[str, PluginDef] = {}
 
 
+def _is_ndarray(annotation: Any) -> bool:
+    """numpy arrays (np.ndarray or np.ndarray[shape, dtype]) are attribute types tensorrt.plugin accepts too."""
+    import numpy as np
+
+    return annotation is np.ndarray or typing.get_origin(annotation) is np.ndarray
+
+
 def register(plugin_id: str) -> Any:
     namespace, name = plugin_id.split("::")
 
@@ -125,7 +132,7 @@ def register(plugin_id: str) -> Any:
                     raise ValueError("tensors and attributes interspersed")
                 tensors.append(pname)
             else:
-                if param.annotation not in (int, float, str, bytes, bool):
+                if param.annotation not in (int, float, str, bytes, bool) and not _is_ndarray(param.annotation):
                     raise ValueError(f"attribute {pname} of unsupported type {param.annotation}")
                 attrs[pname] = param.annotation
                 seen_attr = True

@@ -45,14 +45,14 @@ def test_tensorrt_without_tensorrt_plugin_is_reported(monkeypatch: pytest.Monkey
 
 
 def test_l2norm_registered_under_the_cpp_creator_name_with_the_op_attributes(fake_trtp: Any) -> None:
-    assert python_plugins.register_python_plugins() == ["torchtrt_ext::L2Norm"]
+    assert "torchtrt_ext::L2Norm" in python_plugins.register_python_plugins()
     plugin = fake_trtp.REGISTRY["torchtrt_ext::L2Norm"]
     assert plugin.tensors == list(SPEC.inputs) == ["x"]
     assert plugin.attrs == {"axis": int, "eps": float}  # names and order of the op definition's attributes
     assert [a.name for a in SPEC.attrs] == list(plugin.attrs)
     assert list(inspect.signature(plugin.impl).parameters) == ["x", "axis", "eps", "outputs", "stream"]
     assert list(inspect.signature(plugin.autotune).parameters) == ["x", "axis", "eps", "outputs"]
-    assert python_plugins.register_python_plugins() == ["torchtrt_ext::L2Norm"]  # idempotent: no second register
+    assert "torchtrt_ext::L2Norm" in python_plugins.register_python_plugins()  # idempotent: no second register
 
 
 def test_output_shape_and_dtype_come_from_the_op_definition(fake_trtp: Any) -> None:

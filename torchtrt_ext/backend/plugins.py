@@ -191,7 +191,12 @@ def python_plugins_entry() -> Callable[[], Any]:
 
 
 def prepare_graph(model: onnx.ModelProto, plan: PluginPlan) -> onnx.ModelProto:
-    """The graph to parse: decomposed when the plan says so, else unchanged."""
+    """The graph to parse: decomposed when the plan says so; with Python plugins, every optional input present (a
+    tensorrt.plugin has a fixed input count: absent ones become empty placeholders); else unchanged."""
+    if plan.mode == "python":
+        from torchtrt_ext.backend.python_plugins import complete_optional_inputs
+
+        return complete_optional_inputs(model)
     if plan.mode != "decompose":
         return model
     from torchtrt_ext.passes import decompose_custom_ops  # the lead's pass; imported late to keep import light

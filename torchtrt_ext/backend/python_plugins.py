@@ -11,6 +11,11 @@ is written again here:
 * the implementation calls the op's kernel in ``libtorchtrt_ext_kernels.so`` through ctypes on TensorRT's stream
   (``_KERNEL_CALLS`` below: one line per op).
 
+Optional inputs: ``tensorrt.plugin`` fixes a plugin's inputs, so an op with optional inputs (DeformConv2d: bias,
+mask) is registered with all of them, and :func:`complete_optional_inputs` (run on the graph before parsing in
+``plugins="python"``) gives every node the missing ones as empty 1-D tensors of the node's dtype; the plugin treats an
+empty optional input as absent (the shape rule and the kernel never see it).
+
 Entry point: :func:`register_python_plugins` (``plugins="python"``, and ``"auto"`` without the C++ library).
 ``tensorrt`` is imported only when it is called.
 """
@@ -53,8 +58,88 @@ def _launch_l2norm(spec: OpSpec, inputs: Sequence[Any], outputs: Sequence[Any], 
         "an earlier CUDA error may be pending (run with CUDA_LAUNCH_BLOCKING=1 to find it)")
 
 
+def _launch_deform_conv2d(spec: OpSpec, inputs: Sequence[Any], outputs: Sequence[Any], attrs: dict[str, Any],
+                          stream: int) -> None:
+    """The DeformConv2d full-op launcher (sampling + our GEMM) on TensorRT's buffers, with a workspace allocated here
+    (torch's caching allocator, recorded on TensorRT's stream so it is not reused before the kernels finish)."""
+    from torchtrt_ext.ops._deform_conv2d_full import launch, workspace_size
+
+    present = _present(spec, inputs)
+    x, offset, weight = present[:3]
+    bias = present[3] if len(present) > 3 else None
+    mask = present[4] if len(present) > 4 else None
+    y = outputs[0]
+    if math.prod(int(d) for d in y.shape) == 0:
+        return
+    dtype = _torch_dtype(x.dtype)
+    x_shape, w_shape = tuple(int(d) for d in x.shape), tuple(int(d) for d in weight.shape)
+    conv = (attrs["stride"], attrs["padding"], attrs["dilation"], attrs["groups"], attrs["offset_groups"])
+    nbytes = workspace_size(x_shape, w_shape, *conv, dtype)
+    device = torch.device("cuda", torch.cuda.current_device())
+    workspace = torch.empty(max(1, nbytes), dtype=torch.uint8, device=device)
+    workspace.record_stream(torch.cuda.ExternalStream(stream, device=device))
+    launch(dtype, x.data_ptr, offset.data_ptr, weight.data_ptr, None if bias is None else bias.data_ptr,
+           None if mask is None else mask.data_ptr, y.data_ptr, workspace.data_ptr(), nbytes, x_shape, w_shape, *conv,
+           stream, f"the {spec.name} Python plugin")
+
+
 # Op name -> how its plugin calls its kernel. Adding an op to the Python plugins is one line here.
-_KERNEL_CALLS: dict[str, KernelCall] = {"L2Norm": _launch_l2norm}
+_KERNEL_CALLS: dict[str, KernelCall] = {"L2Norm": _launch_l2norm, "DeformConv2d": _launch_deform_conv2d}
+
+
+def _is_empty(shape: Sequence[Any]) -> bool:
+    """A placeholder of complete_optional_inputs: one dimension of constant size 0 (an int, or a shape expression
+    of tensorrt.plugin that says it is the constant 0)."""
+    if len(shape) != 1:
+        return False
+    dim = shape[0]
+    if isinstance(dim, int):
+        return dim == 0
+    return bool(getattr(dim, "is_constant", False)) and getattr(dim, "constant_value", None) == 0
+
+
+def _present(spec: OpSpec, tensors: Sequence[Any], shapes: Sequence[Sequence[Any]] | None = None) -> list[Any]:
+    """The tensors without the trailing empty placeholders of absent optional inputs."""
+    shapes = shapes if shapes is not None else [tuple(t.shape) for t in tensors]
+    count = len(tensors)
+    while count > len(spec.inputs) - len(spec.optional_inputs) and _is_empty(shapes[count - 1]):
+        count -= 1
+    return list(tensors[:count])
+
+
+def complete_optional_inputs(model: Any) -> Any:
+    """A copy of ``model`` whose torchtrt_ext nodes have every optional input: missing ones become empty 1-D tensors of
+    the node's first input's dtype (a Constant of shape [0] cast like it), which the Python plugins treat as absent.
+
+    Needed because a ``tensorrt.plugin`` plugin has a fixed number of inputs. Nodes of ops without optional inputs,
+    and complete nodes, are unchanged.
+    """
+    import onnx
+    from onnx import helper
+
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    specs = {op.spec.name: op.spec for op in registered_ops().values() if op.spec.optional_inputs}
+
+    def fix(graph: Any) -> None:
+        nodes = []
+        for node in graph.node:
+            for attr in node.attribute:  # subgraphs (If/Loop bodies)
+                for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                    fix(sub)
+            spec = specs.get(node.op_type) if node.domain == DOMAIN else None
+            missing = len(spec.inputs) - len(node.input) if spec is not None else 0
+            if missing > 0:
+                stem = f"{node.name or node.output[0]}_absent"
+                nodes.append(helper.make_node("Constant", [], [f"{stem}_f32"], name=f"{stem}_const",
+                                              value=helper.make_tensor(f"{stem}_value", 1, [0], [])))
+                nodes.append(helper.make_node("CastLike", [f"{stem}_f32", node.input[0]], [stem], name=f"{stem}_cast"))
+                node.input.extend([stem] * missing)
+            nodes.append(node)
+        del graph.node[:]
+        graph.node.extend(nodes)
+
+    fix(model.graph)
+    return model
 
 
 def _tensorrt_plugin() -> tuple[Any, Any]:
@@ -128,7 +213,9 @@ def _plain(value: Any, kind: str) -> Any:
 def _output_descs(spec: OpSpec, trtp: Any, tensors: Sequence[Any], attrs: dict[str, Any]) -> Any:
     """The register function's body: OpSpec.shape_rule on TensorRT's shape expressions."""
     shapes = [tuple(t.shape_expr) for t in tensors]
-    dtypes = [_torch_dtype(t.dtype) for t in tensors]
+    present = _present(spec, tensors, shapes)
+    shapes = shapes[:len(present)]
+    dtypes = [_torch_dtype(t.dtype) for t in present]
     canonical = _canonical_attrs(spec, shapes, dtypes, attrs)
     outputs = spec.shape_rule(shapes, dtypes, **canonical)
     descs = [trtp.from_shape_expr(tuple(shape), dtype=_trt_dtype(dtype)) for shape, dtype in outputs]
@@ -138,16 +225,17 @@ def _output_descs(spec: OpSpec, trtp: Any, tensors: Sequence[Any], attrs: dict[s
 def _type_combinations(spec: OpSpec, trtp: Any, tensors: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     """One LINEAR combination per dtype of the op definition: all inputs of that dtype, outputs by the rule."""
     shapes = [tuple(t.shape) for t in tensors]
+    shapes = shapes[:len(_present(spec, tensors, shapes))]
     combinations = []
     for dtype in spec.dtypes:
         if dtype not in _AUTOTUNE_NAMES:
             continue
-        dtypes = [dtype] * len(tensors)
+        dtypes = [dtype] * len(shapes)
         canonical = _canonical_attrs(spec, shapes, dtypes, attrs)
         out_dtypes = [d for _, d in spec.shape_rule(shapes, dtypes, **canonical)]
         if not all(d in _AUTOTUNE_NAMES for d in out_dtypes):
             continue
-        names = [_AUTOTUNE_NAMES[d] for d in dtypes + out_dtypes]
+        names = [_AUTOTUNE_NAMES[dtype]] * len(tensors) + [_AUTOTUNE_NAMES[d] for d in out_dtypes]
         combinations.append(trtp.AutoTuneCombination(", ".join(names), "LINEAR"))
     return combinations
 
@@ -158,9 +246,6 @@ def plugin_functions(spec: OpSpec, trtp: Any) -> tuple[Callable[..., Any], Calla
     register: ``(x: TensorDesc, <attr>: <type>, ...) -> TensorDesc``; autotune: ``(x, <attrs>, outputs)``; impl:
     ``(x, <attrs>, outputs, stream)``. Raises OpDefinitionError for an op tensorrt.plugin cannot express.
     """
-    if spec.optional_inputs:
-        raise OpDefinitionError(f"op {spec.name}: tensorrt.plugin has no optional inputs "
-                                f"({list(spec.optional_inputs)}); use the C++ plugin or plugins='decompose'")
     n_in, n_out = len(spec.inputs), len(spec.outputs)
     attr_names = [a.name for a in spec.attrs]
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
@@ -193,8 +278,9 @@ def plugin_functions(spec: OpSpec, trtp: Any) -> tuple[Callable[..., Any], Calla
         values = list(bound.arguments.values())
         inputs, attrs = values[:n_in], dict(zip(attr_names, values[n_in:n_in + len(attr_names)]))
         outputs, stream = bound.arguments["outputs"], bound.arguments["stream"]
-        shapes = [tuple(int(d) for d in t.shape) for t in inputs]
-        canonical = _canonical_attrs(spec, shapes, [_torch_dtype(t.dtype) for t in inputs], attrs)
+        present = _present(spec, inputs)
+        shapes = [tuple(int(d) for d in t.shape) for t in present]
+        canonical = _canonical_attrs(spec, shapes, [_torch_dtype(t.dtype) for t in present], attrs)
         launch(spec, inputs, outputs, canonical, int(stream))
 
     impl.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
