@@ -19,6 +19,7 @@
 // staged in shared memory, 4x4 outputs per thread in registers, FP32 accumulation, bias added in the epilogue,
 // written NCHW. Images are processed in slices whose columns fit the workspace.
 #include "kernels/deform_conv2d.h"
+#include "kernels/numeric.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -33,25 +34,6 @@ namespace deform_conv2d_detail {
 constexpr int kThreads = 256;
 constexpr int kTilePixels = 16;
 constexpr int64_t kMaxGridX = 0x7fffffff;
-
-__device__ __forceinline__ float toF32(float v) { return v; }
-__device__ __forceinline__ float toF32(__half v) { return __half2float(v); }
-__device__ __forceinline__ float toF32(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T>
-__device__ __forceinline__ T fromF32(float v);
-template <>
-__device__ __forceinline__ float fromF32<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __half fromF32<__half>(float v) { return __float2half_rn(v); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 fromF32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-
-// VEC consecutive elements moved as one aligned access (16 bytes when VEC * sizeof(T) == 16).
-template <typename T, int VEC>
-struct alignas(sizeof(T) * VEC) Pack {
-    T v[VEC];
-};
 
 // The TF32 part of v (low 13 mantissa bits cleared: exactly representable in TF32); v - tf32High(v) is exact.
 __device__ __forceinline__ float tf32High(float v) { return __uint_as_float(__float_as_uint(v) & 0xffffe000u); }

@@ -26,13 +26,8 @@
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
-#ifndef TORCHTRT_EXT_API
-#if defined(_WIN32)
-#define TORCHTRT_EXT_API __declspec(dllexport)
-#else
-#define TORCHTRT_EXT_API __attribute__((visibility("default")))
-#endif
-#endif
+#include "kernels/api.h"
+
 
 #ifdef __cplusplus
 extern "C" {

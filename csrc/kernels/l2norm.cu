@@ -18,6 +18,7 @@
 // a persistent grid (small gain, lost to evict-first load/store hints, which cost 5-15%).
 // All arithmetic is FP32; data are float, __half or __nv_bfloat16.
 #include "kernels/l2norm.h"
+#include "kernels/numeric.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -33,25 +34,6 @@ constexpr int kWarp = 32;
 constexpr int kMaxPerThread = 16;       // registers cache at most 16 vectors (256 bytes) per thread
 constexpr int kMaxCachedThreads = 512;  // __launch_bounds__ of the register-caching kernels: <= 128 registers
 constexpr int64_t kMaxGrid = 0x7fffffff;
-
-__device__ __forceinline__ float toF32(float v) { return v; }
-__device__ __forceinline__ float toF32(__half v) { return __half2float(v); }
-__device__ __forceinline__ float toF32(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T>
-__device__ __forceinline__ T fromF32(float v);
-template <>
-__device__ __forceinline__ float fromF32<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __half fromF32<__half>(float v) { return __float2half_rn(v); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 fromF32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-
-// VEC consecutive elements moved as one aligned access (16 bytes when VEC * sizeof(T) == 16).
-template <typename T, int VEC>
-struct alignas(sizeof(T) * VEC) Pack {
-    T v[VEC];
-};
 
 template <typename T, int VEC>
 __device__ __forceinline__ Pack<T, VEC> loadPack(T const* p) {
