@@ -266,7 +266,7 @@ def cmd_export(args: argparse.Namespace) -> tuple[int, Any, str]:
     started = time.monotonic()
     onnx_model = torchtrt_ext.export_onnx(model, examples, args.output, exporter=args.exporter, opset=args.opset,
                                           dynamic_shapes={} if args.static else None)
-    custom = [n.op_type for n in onnx_model.graph.node if n.domain == "torchtrt_ext"]
+    custom = [n.op_type for n in onnx_model.graph.node if n.domain == torchtrt_ext.ops.DOMAIN]
     props = {p.key: p.value for p in onnx_model.metadata_props}
     data = {"output": str(args.output), "exporter": props.get("torchtrt_ext.exporter"),
             "inputs": [i.name for i in onnx_model.graph.input], "outputs": [o.name for o in onnx_model.graph.output],

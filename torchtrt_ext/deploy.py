@@ -34,6 +34,7 @@ import onnx
 
 from torchtrt_ext.backend.engine import MAGIC, Engine, EngineMetadata, TensorInfo, atomic_write
 from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, failure
+from torchtrt_ext.ops._spec import DOMAIN
 
 log = logging.getLogger("torchtrt_ext.deploy")
 
@@ -49,7 +50,6 @@ TRITON_DTYPES: dict[str, str] = {
 }
 #: the custom-op domain under which ONNX Runtime's TensorRT EP exposes TensorRT plugin creators.
 ORT_TRT_DOMAIN = "trt.plugins"
-_OUR_DOMAIN = "torchtrt_ext"
 EngineSource = Union[Engine, str, "os.PathLike[str]"]
 
 
@@ -377,10 +377,10 @@ def to_ort_trt_plugins(model: onnx.ModelProto) -> onnx.ModelProto:
     out.CopyFrom(model)
     moved = 0
     for node in all_nodes(out):
-        if node.domain == _OUR_DOMAIN:
+        if node.domain == DOMAIN:
             node.domain = ORT_TRT_DOMAIN
             moved += 1
-    imports = [e for e in out.opset_import if e.domain != _OUR_DOMAIN]
+    imports = [e for e in out.opset_import if e.domain != DOMAIN]
     if moved and not any(e.domain == ORT_TRT_DOMAIN for e in imports):
         imports.append(onnx.helper.make_opsetid(ORT_TRT_DOMAIN, 1))
     del out.opset_import[:]

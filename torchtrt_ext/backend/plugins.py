@@ -34,11 +34,11 @@ from torchtrt_ext.errors import (
     TorchTRTExtError,
     failure,
 )
+from torchtrt_ext.ops._spec import DOMAIN
 
 log = logging.getLogger("torchtrt_ext.backend")
 
 PLUGIN_MODES = ("auto", "cpp", "python", "decompose")
-DOMAIN = "torchtrt_ext"
 STANDARD_DOMAINS = ("", "ai.onnx")
 _PYTHON_PLUGINS_MODULE = "torchtrt_ext.backend.python_plugins"
 _PYTHON_PLUGINS_ENTRY = "register_python_plugins"

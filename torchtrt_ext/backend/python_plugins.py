@@ -29,7 +29,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import onnx
 import torch
+from onnx import helper
 
 from torchtrt_ext import _native
 from torchtrt_ext.errors import MissingDependencyError, OpDefinitionError, failure
@@ -107,16 +109,13 @@ def _present(spec: OpSpec, tensors: Sequence[Any], shapes: Sequence[Sequence[Any
     return list(tensors[:count])
 
 
-def complete_optional_inputs(model: Any) -> Any:
+def complete_optional_inputs(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy of ``model`` whose torchtrt_ext nodes have every optional input: missing ones become empty 1-D tensors of
     the node's first input's dtype (a Constant of shape [0] cast like it), which the Python plugins treat as absent.
 
     Needed because a ``tensorrt.plugin`` plugin has a fixed number of inputs. Nodes of ops without optional inputs,
     and complete nodes, are unchanged.
     """
-    import onnx
-    from onnx import helper
-
     model = onnx.ModelProto.FromString(model.SerializeToString())
     specs = {op.spec.name: op.spec for op in registered_ops().values() if op.spec.optional_inputs}
 

@@ -21,10 +21,10 @@ from typing import Any
 import onnx
 from onnx import helper
 
+from torchtrt_ext.ops._spec import DOMAIN
 from torchtrt_ext.passes import trt_op_support as table
 
 LOGGER = logging.getLogger("torchtrt_ext")
-DOMAIN = "torchtrt_ext"
 CHECKERS = ("auto", "parser", "table")
 
 
@@ -107,7 +107,7 @@ def _standard_op_remedies(op_type: str, why: str) -> tuple[str, ...]:
     return (newer,
             f"a different mapping at export: {export} (a torch.onnx custom_translation_table entry or symbolic "
             "also works without touching model code)",
-            f"decomposition: define the op with torchtrt_ext.ops.define_op and a decomposition into supported ONNX "
+            "decomposition: define the op with torchtrt_ext.ops.define_op and a decomposition into supported ONNX "
             f"ops; passes.decompose_custom_ops then replaces it",
             f"a plugin: an IPluginV3 registered as {op_type!r} and loaded before the build")
 
