@@ -1,6 +1,7 @@
 // Checks libtorchtrt_ext_plugins_autoload.so the way Triton's TensorRT backend and ONNX Runtime's TensorRT EP load it:
 // a plain dlopen, after which the creators must be in TensorRT's registry. No TensorRT library: this program defines
-// getPluginRegistry itself, returning the stand-in registry of test_registry.h.
+// getPluginRegistry itself, returning the stand-in registry of test_registry.h
+// (through test_doubles.h, which also gives the check reporter and logger finder).
 //
 //   autoload_check AUTOLOAD PLUGINS registry       built with -rdynamic, so getPluginRegistry is a global symbol the
 //                                                  library's weak reference binds to: each creator (L2Norm, DeformConv2d) registered once
@@ -32,7 +33,7 @@ extern "C" __attribute__((visibility("default"))) nvinfer1::IPluginRegistry* get
     return gFakeRegistry;
 }
 #else
-#include "test_registry.h"
+#include "test_doubles.h"
 
 #include <dlfcn.h>
 
@@ -43,37 +44,12 @@ extern "C" __attribute__((visibility("default"))) nvinfer1::IPluginRegistry* get
 #include <vector>
 
 using namespace nvinfer1;
-using test_doubles::TestRegistry;
+using namespace test_doubles;
 
 namespace
 {
 TestRegistry gRegistry;
 bool gNullRegistry = false;
-
-using GetCreatorsFn = IPluginCreatorInterface* const* (*) (int32_t&);
-using SetLoggerFinderFn = void (*)(ILoggerFinder*);
-
-struct Checker
-{
-    int32_t count{0};
-    int32_t failures{0};
-
-    bool check(bool ok, std::string const& name, std::string const& detail = "")
-    {
-        ++count;
-        if (ok)
-        {
-            std::printf("ok   %s\n", name.c_str());
-        }
-        else
-        {
-            ++failures;
-            std::printf("FAIL %s: %s\n", name.c_str(), detail.empty() ? "check failed" : detail.c_str());
-        }
-        std::fflush(stdout);
-        return ok;
-    }
-};
 
 class RecordingLogger : public ILogger
 {
@@ -86,22 +62,6 @@ public:
         }
     }
     std::string mText;
-};
-
-class Finder : public ILoggerFinder
-{
-public:
-    explicit Finder(ILogger* logger)
-        : mLogger(logger)
-    {
-    }
-    ILogger* findLogger() override
-    {
-        return mLogger;
-    }
-
-private:
-    ILogger* mLogger;
 };
 
 //! Creators of libtorchtrt_ext_plugins.so: L2Norm and DeformConv2d.
@@ -182,7 +142,7 @@ int32_t withRegistry(Checker& c, char const* autoloadPath, char const* pluginsPa
     // setLoggerFinder of the autoload library reaches the plugins' logger.
     auto setFinder = reinterpret_cast<SetLoggerFinderFn>(dlsym(autoload, "setLoggerFinder"));
     RecordingLogger logger;
-    Finder finder(&logger);
+    TestLoggerFinder finder(&logger);
     if (c.check(setFinder != nullptr, "setLoggerFinder is exported") && creator != nullptr)
     {
         setFinder(&finder);
