@@ -1,13 +1,18 @@
 // Boilerplate shared by every torchtrt_ext plugin: name/version/namespace for the plugin's core capability and
-// its creator, the creator's advertised field list, and typed reads of PluginFields. An op's files then hold only
-// its own logic (shapes, formats, dtype dispatch).
+// its creator, the IPluginV3 plumbing that is the same for every op (capabilities, clone, attachToContext, timing-cache
+// ID, the field collection to serialize), the creator's advertised field list and walk over the fields it is given,
+// and typed reads of PluginFields. An op's files then hold only its own logic (attributes, shapes, formats, dtype
+// dispatch).
 #pragma once
 
 #include "NvInferRuntime.h"
 #include "plugins/common/checks.h"
 
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace torchtrt_ext
@@ -53,11 +58,16 @@ void readArrayField(nvinfer1::PluginField const& field, nvinfer1::PluginFieldTyp
     std::memcpy(values, field.data, sizeof(T) * N);
 }
 
-//! The core capability of a plugin: its name, version and namespace.
-class PluginCoreBase : public nvinfer1::IPluginV3OneCore
+//! Log the exception being handled as an error of "<plugin>::<method>" (e.g. "L2Norm::clone"). Call only inside a
+//! catch block.
+void logCaughtIn(char const* plugin, char const* method) noexcept;
+
+//! Name, version and namespace of a plugin (Interface = IPluginV3OneCore) or of its creator (IPluginCreatorV3One).
+template <typename Interface>
+class PluginIdentity : public Interface
 {
 public:
-    PluginCoreBase(char const* name, char const* version, std::string pluginNamespace)
+    PluginIdentity(char const* name, char const* version, std::string pluginNamespace)
         : mName(name)
         , mVersion(version)
         , mNamespace(std::move(pluginNamespace))
@@ -78,8 +88,8 @@ public:
     }
 
 protected:
-    PluginCoreBase(PluginCoreBase const&) = default;
-    PluginCoreBase& operator=(PluginCoreBase const&) = delete;
+    PluginIdentity(PluginIdentity const&) = default;
+    PluginIdentity& operator=(PluginIdentity const&) = delete;
 
 private:
     char const* mName;
@@ -87,44 +97,147 @@ private:
     std::string mNamespace;
 };
 
-//! A creator's name, version, namespace and advertised fields (getFieldNames).
-class PluginCreatorBase : public nvinfer1::IPluginCreatorV3One
+//! The core capability of a plugin: its name, version and namespace.
+using PluginCoreBase = PluginIdentity<nvinfer1::IPluginV3OneCore>;
+
+//! An IPluginV3 with the core, build and runtime capabilities, holding what every torchtrt_ext plugin does the same
+//! way: capability lookup, clone (a copy of Derived), attachToContext (no per-context resources: each execution
+//! context gets its own independent copy), timing-cache ID and metadata (a description of the creation state), and the
+//! PluginFieldCollection of getFieldsToSerialize. Derived (CRTP) is the op's plugin class; it must be copyable and
+//! define, for this base only (a friend), `void addFieldsToSerialize(std::vector<nvinfer1::PluginField>& fields)`
+//! appending its attributes with data pointing into the object (the same list its creator reads).
+template <typename Derived>
+class PluginV3Base : public nvinfer1::IPluginV3,
+                     public PluginCoreBase,
+                     public nvinfer1::IPluginV3OneBuild,
+                     public nvinfer1::IPluginV3OneRuntime
 {
 public:
-    PluginCreatorBase(char const* name, char const* version, std::string pluginNamespace,
-        std::vector<nvinfer1::PluginField> fieldNames)
-        : mName(name)
-        , mVersion(version)
-        , mNamespace(std::move(pluginNamespace))
-        , mFieldNames(std::move(fieldNames))
+    PluginV3Base& operator=(PluginV3Base const&) = delete;
+    ~PluginV3Base() override = default;
+
+    // IPluginV3
+    nvinfer1::IPluginCapability* getCapabilityInterface(nvinfer1::PluginCapabilityType type) noexcept override
     {
-        mFieldCollection.nbFields = static_cast<int32_t>(mFieldNames.size());
-        mFieldCollection.fields = mFieldNames.data();
+        try
+        {
+            switch (type)
+            {
+            case nvinfer1::PluginCapabilityType::kCORE: return static_cast<nvinfer1::IPluginV3OneCore*>(this);
+            case nvinfer1::PluginCapabilityType::kBUILD: return static_cast<nvinfer1::IPluginV3OneBuild*>(this);
+            case nvinfer1::PluginCapabilityType::kRUNTIME: return static_cast<nvinfer1::IPluginV3OneRuntime*>(this);
+            }
+            throw PluginError("unknown PluginCapabilityType " + std::to_string(static_cast<int32_t>(type)));
+        }
+        catch (...)
+        {
+            logCaughtIn(getPluginName(), "getCapabilityInterface");
+        }
+        return nullptr;
     }
+    //! A deep copy: the copy shares no buffer with this plugin.
+    nvinfer1::IPluginV3* clone() noexcept override
+    {
+        try
+        {
+            return std::make_unique<Derived>(static_cast<Derived const&>(*this)).release();
+        }
+        catch (...)
+        {
+            logCaughtIn(getPluginName(), "clone");
+        }
+        return nullptr;
+    }
+
+    // IPluginV3OneBuild
+    char const* getTimingCacheID() noexcept override
+    {
+        return mDescription.c_str();
+    }
+    char const* getMetadataString() noexcept override
+    {
+        return mDescription.c_str();
+    }
+
+    // IPluginV3OneRuntime
+    nvinfer1::IPluginV3* attachToContext(nvinfer1::IPluginResourceContext* /* context */) noexcept override
+    {
+        // No per-context resources: each execution context gets its own independent copy.
+        return clone();
+    }
+    nvinfer1::PluginFieldCollection const* getFieldsToSerialize() noexcept override
+    {
+        try
+        {
+            mFieldsToSerialize.clear();
+            static_cast<Derived*>(this)->addFieldsToSerialize(mFieldsToSerialize);
+            mFieldCollection.nbFields = static_cast<int32_t>(mFieldsToSerialize.size());
+            mFieldCollection.fields = mFieldsToSerialize.data();
+            return &mFieldCollection;
+        }
+        catch (...)
+        {
+            logCaughtIn(getPluginName(), "getFieldsToSerialize");
+        }
+        return nullptr;
+    }
+
+protected:
+    //! `description` ("axis=-1;eps=1e-12"): the timing-cache ID and metadata, from the creation state only.
+    PluginV3Base(char const* name, char const* version, std::string pluginNamespace, std::string description)
+        : PluginCoreBase(name, version, std::move(pluginNamespace))
+        , mDescription(std::move(description))
+    {
+    }
+    PluginV3Base(PluginV3Base const& other)
+        : nvinfer1::IPluginV3(other)
+        , PluginCoreBase(other)
+        , nvinfer1::IPluginV3OneBuild(other)
+        , nvinfer1::IPluginV3OneRuntime(other)
+        , mDescription(other.mDescription)
+    {
+        // mFieldsToSerialize points into the object it belongs to: rebuilt on demand, never copied.
+    }
+
+    std::string const mDescription;
+
+private:
+    std::vector<nvinfer1::PluginField> mFieldsToSerialize;
+    nvinfer1::PluginFieldCollection mFieldCollection{};
+};
+
+//! A creator's name, version, namespace and advertised fields (getFieldNames), and createPlugin's handling of the
+//! collection: checks, the fields every op ignores, warnings about unknown fields, exceptions caught and logged.
+class PluginCreatorBase : public PluginIdentity<nvinfer1::IPluginCreatorV3One>
+{
+public:
+    //! pluginNamespace nullptr: "".
+    PluginCreatorBase(char const* name, char const* version, char const* pluginNamespace,
+        std::vector<nvinfer1::PluginField> fieldNames);
     PluginCreatorBase(PluginCreatorBase const&) = delete;
     PluginCreatorBase& operator=(PluginCreatorBase const&) = delete;
 
-    char const* getPluginName() const noexcept override
-    {
-        return mName;
-    }
-    char const* getPluginVersion() const noexcept override
-    {
-        return mVersion;
-    }
-    char const* getPluginNamespace() const noexcept override
-    {
-        return mNamespace.c_str();
-    }
     nvinfer1::PluginFieldCollection const* getFieldNames() noexcept override
     {
         return &mFieldCollection;
     }
 
+    //! The plugin createFromFields makes; nullptr, with the reason logged, when it throws.
+    nvinfer1::IPluginV3* createPlugin(
+        char const* name, nvinfer1::PluginFieldCollection const* fc, nvinfer1::TensorRTPhase phase) noexcept final;
+
+protected:
+    //! Reads what it needs of `fc` (see readFields) and makes the plugin; throws PluginError on a bad field.
+    virtual std::unique_ptr<nvinfer1::IPluginV3> createFromFields(nvinfer1::PluginFieldCollection const* fc) = 0;
+
+    //! Passes each field of `fc`, in order, to `read` (with its name), which returns false for a name it does not
+    //! know. Skips `plugin_version` and `plugin_namespace` (the ONNX node carries them for the parser; not
+    //! attributes) and warns about, then ignores, an unknown field. Throws PluginError for no collection ("expected
+    //! fields <expectedFields>"), a malformed one or a field without a name.
+    void readFields(nvinfer1::PluginFieldCollection const* fc, char const* expectedFields,
+        std::function<bool(nvinfer1::PluginField const& field, std::string const& name)> const& read) const;
+
 private:
-    char const* mName;
-    char const* mVersion;
-    std::string mNamespace;
     std::vector<nvinfer1::PluginField> mFieldNames;
     nvinfer1::PluginFieldCollection mFieldCollection{};
 };

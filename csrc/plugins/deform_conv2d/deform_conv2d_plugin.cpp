@@ -92,9 +92,8 @@ size_t elementSize(DataType type)
 } // namespace
 
 DeformConv2dPlugin::DeformConv2dPlugin(DeformConv2dAttrs const& attrs, std::string pluginNamespace)
-    : PluginCoreBase(kDEFORM_CONV2D_NAME, kDEFORM_CONV2D_VERSION, std::move(pluginNamespace))
+    : PluginV3Base(kDEFORM_CONV2D_NAME, kDEFORM_CONV2D_VERSION, std::move(pluginNamespace), describe(attrs))
     , mAttrs(attrs)
-    , mDescription(describe(attrs))
 {
     require(attrs.stride[0] >= 1 && attrs.stride[1] >= 1,
         "field 'stride' is (" + pair(attrs.stride) + "), expected two values >= 1");
@@ -105,50 +104,6 @@ DeformConv2dPlugin::DeformConv2dPlugin(DeformConv2dAttrs const& attrs, std::stri
     require(attrs.groups >= 1, "field 'groups' is " + std::to_string(attrs.groups) + ", expected a value >= 1");
     require(attrs.offsetGroups >= 1,
         "field 'offset_groups' is " + std::to_string(attrs.offsetGroups) + ", expected a value >= 1");
-}
-
-DeformConv2dPlugin::DeformConv2dPlugin(DeformConv2dPlugin const& other)
-    : nvinfer1::IPluginV3(other)
-    , PluginCoreBase(other)
-    , nvinfer1::IPluginV3OneBuild(other)
-    , nvinfer1::IPluginV3OneRuntime(other)
-    , mAttrs(other.mAttrs)
-    , mNbInputs(other.mNbInputs)
-    , mDescription(other.mDescription)
-{
-    // mFieldsToSerialize points into the object it belongs to: rebuilt on demand, never copied.
-}
-
-nvinfer1::IPluginCapability* DeformConv2dPlugin::getCapabilityInterface(nvinfer1::PluginCapabilityType type) noexcept
-{
-    try
-    {
-        switch (type)
-        {
-        case nvinfer1::PluginCapabilityType::kCORE: return static_cast<nvinfer1::IPluginV3OneCore*>(this);
-        case nvinfer1::PluginCapabilityType::kBUILD: return static_cast<nvinfer1::IPluginV3OneBuild*>(this);
-        case nvinfer1::PluginCapabilityType::kRUNTIME: return static_cast<nvinfer1::IPluginV3OneRuntime*>(this);
-        }
-        throw PluginError("unknown PluginCapabilityType " + std::to_string(static_cast<int32_t>(type)));
-    }
-    catch (...)
-    {
-        logCaught("DeformConv2d::getCapabilityInterface");
-    }
-    return nullptr;
-}
-
-nvinfer1::IPluginV3* DeformConv2dPlugin::clone() noexcept
-{
-    try
-    {
-        return std::make_unique<DeformConv2dPlugin>(*this).release();
-    }
-    catch (...)
-    {
-        logCaught("DeformConv2d::clone");
-    }
-    return nullptr;
 }
 
 bool DeformConv2dPlugin::isSupportedType(DataType type) noexcept
@@ -410,16 +365,6 @@ size_t DeformConv2dPlugin::getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc co
     return 0;
 }
 
-char const* DeformConv2dPlugin::getTimingCacheID() noexcept
-{
-    return mDescription.c_str();
-}
-
-char const* DeformConv2dPlugin::getMetadataString() noexcept
-{
-    return mDescription.c_str();
-}
-
 int32_t DeformConv2dPlugin::onShapeChange(
     PluginTensorDesc const* in, int32_t nbInputs, PluginTensorDesc const* out, int32_t nbOutputs) noexcept
 {
@@ -496,36 +441,17 @@ int32_t DeformConv2dPlugin::enqueue(PluginTensorDesc const* inputDesc, PluginTen
     return kERROR_STATUS;
 }
 
-nvinfer1::IPluginV3* DeformConv2dPlugin::attachToContext(nvinfer1::IPluginResourceContext* /* context */) noexcept
+void DeformConv2dPlugin::addFieldsToSerialize(std::vector<PluginField>& fields)
 {
-    // No per-context resources: each execution context gets its own independent copy.
-    return clone();
-}
-
-nvinfer1::PluginFieldCollection const* DeformConv2dPlugin::getFieldsToSerialize() noexcept
-{
-    try
-    {
-        mFieldsToSerialize.clear();
-        mFieldsToSerialize.emplace_back(kDEFORM_CONV2D_STRIDE_FIELD, mAttrs.stride, PluginFieldType::kINT32, 2);
-        mFieldsToSerialize.emplace_back(kDEFORM_CONV2D_PADDING_FIELD, mAttrs.padding, PluginFieldType::kINT32, 2);
-        mFieldsToSerialize.emplace_back(kDEFORM_CONV2D_DILATION_FIELD, mAttrs.dilation, PluginFieldType::kINT32, 2);
-        mFieldsToSerialize.emplace_back(kDEFORM_CONV2D_GROUPS_FIELD, &mAttrs.groups, PluginFieldType::kINT32, 1);
-        mFieldsToSerialize.emplace_back(
-            kDEFORM_CONV2D_OFFSET_GROUPS_FIELD, &mAttrs.offsetGroups, PluginFieldType::kINT32, 1);
-        mFieldCollection.nbFields = static_cast<int32_t>(mFieldsToSerialize.size());
-        mFieldCollection.fields = mFieldsToSerialize.data();
-        return &mFieldCollection;
-    }
-    catch (...)
-    {
-        logCaught("DeformConv2d::getFieldsToSerialize");
-    }
-    return nullptr;
+    fields.emplace_back(kDEFORM_CONV2D_STRIDE_FIELD, mAttrs.stride, PluginFieldType::kINT32, 2);
+    fields.emplace_back(kDEFORM_CONV2D_PADDING_FIELD, mAttrs.padding, PluginFieldType::kINT32, 2);
+    fields.emplace_back(kDEFORM_CONV2D_DILATION_FIELD, mAttrs.dilation, PluginFieldType::kINT32, 2);
+    fields.emplace_back(kDEFORM_CONV2D_GROUPS_FIELD, &mAttrs.groups, PluginFieldType::kINT32, 1);
+    fields.emplace_back(kDEFORM_CONV2D_OFFSET_GROUPS_FIELD, &mAttrs.offsetGroups, PluginFieldType::kINT32, 1);
 }
 
 DeformConv2dPluginCreator::DeformConv2dPluginCreator(char const* pluginNamespace)
-    : PluginCreatorBase(kDEFORM_CONV2D_NAME, kDEFORM_CONV2D_VERSION, pluginNamespace != nullptr ? pluginNamespace : "",
+    : PluginCreatorBase(kDEFORM_CONV2D_NAME, kDEFORM_CONV2D_VERSION, pluginNamespace,
         {PluginField(kDEFORM_CONV2D_STRIDE_FIELD, nullptr, PluginFieldType::kINT32, 2),
             PluginField(kDEFORM_CONV2D_PADDING_FIELD, nullptr, PluginFieldType::kINT32, 2),
             PluginField(kDEFORM_CONV2D_DILATION_FIELD, nullptr, PluginFieldType::kINT32, 2),
@@ -534,21 +460,11 @@ DeformConv2dPluginCreator::DeformConv2dPluginCreator(char const* pluginNamespace
 {
 }
 
-nvinfer1::IPluginV3* DeformConv2dPluginCreator::createPlugin(
-    char const* /* name */, nvinfer1::PluginFieldCollection const* fc, nvinfer1::TensorRTPhase /* phase */) noexcept
+std::unique_ptr<nvinfer1::IPluginV3> DeformConv2dPluginCreator::createFromFields(nvinfer1::PluginFieldCollection const* fc)
 {
-    try
-    {
-        require(fc != nullptr,
-            "no field collection given, expected fields stride, padding, dilation (kINT32 x 2), groups, offset_groups "
-            "(kINT32)");
-        require(fc->nbFields >= 0 && (fc->nbFields == 0 || fc->fields != nullptr), "malformed field collection");
-        DeformConv2dAttrs attrs;
-        for (int32_t i = 0; i < fc->nbFields; ++i)
-        {
-            PluginField const& field = fc->fields[i];
-            require(field.name != nullptr, "field " + std::to_string(i) + " has no name");
-            std::string const name = field.name;
+    DeformConv2dAttrs attrs;
+    readFields(fc, "stride, padding, dilation (kINT32 x 2), groups, offset_groups (kINT32)",
+        [&](PluginField const& field, std::string const& name) {
             if (name == kDEFORM_CONV2D_STRIDE_FIELD)
             {
                 readArrayField(field, PluginFieldType::kINT32, attrs.stride);
@@ -569,24 +485,13 @@ nvinfer1::IPluginV3* DeformConv2dPluginCreator::createPlugin(
             {
                 attrs.offsetGroups = readScalarField<int32_t>(field, PluginFieldType::kINT32);
             }
-            else if (name == "plugin_version" || name == "plugin_namespace")
-            {
-                // Carried by the ONNX node so that parsers find this creator; not a plugin attribute.
-            }
             else
             {
-                log(nvinfer1::ILogger::Severity::kWARNING,
-                    "DeformConv2d::createPlugin: ignoring unknown field '" + name
-                        + "' (known fields: stride, padding, dilation, groups, offset_groups)");
+                return false;
             }
-        }
-        return std::make_unique<DeformConv2dPlugin>(attrs, getPluginNamespace()).release();
-    }
-    catch (...)
-    {
-        logCaught("DeformConv2d::createPlugin");
-    }
-    return nullptr;
+            return true;
+        });
+    return std::make_unique<DeformConv2dPlugin>(attrs, getPluginNamespace());
 }
 
 } // namespace plugins

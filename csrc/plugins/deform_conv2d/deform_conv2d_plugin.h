@@ -11,6 +11,7 @@
 #include "NvInferRuntime.h"
 #include "plugins/common/plugin_base.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -37,22 +38,11 @@ struct DeformConv2dAttrs
     int32_t offsetGroups{1};
 };
 
-class DeformConv2dPlugin : public nvinfer1::IPluginV3,
-                           public PluginCoreBase,
-                           public nvinfer1::IPluginV3OneBuild,
-                           public nvinfer1::IPluginV3OneRuntime
+class DeformConv2dPlugin : public PluginV3Base<DeformConv2dPlugin>
 {
 public:
     //! Throws PluginError for a stride or dilation < 1, a padding < 0, groups or offset_groups < 1.
     DeformConv2dPlugin(DeformConv2dAttrs const& attrs, std::string pluginNamespace);
-    //! A deep copy: the copy shares no buffer with `other`.
-    DeformConv2dPlugin(DeformConv2dPlugin const& other);
-    DeformConv2dPlugin& operator=(DeformConv2dPlugin const&) = delete;
-    ~DeformConv2dPlugin() override = default;
-
-    // IPluginV3
-    nvinfer1::IPluginCapability* getCapabilityInterface(nvinfer1::PluginCapabilityType type) noexcept override;
-    nvinfer1::IPluginV3* clone() noexcept override;
 
     // IPluginV3OneBuild
     int32_t configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
@@ -68,21 +58,20 @@ public:
     //! From torchtrt_ext_deform_conv2d_workspace_size at the profile's largest shapes (DynamicPluginTensorDesc::max).
     size_t getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
         nvinfer1::DynamicPluginTensorDesc const* outputs, int32_t nbOutputs) const noexcept override;
-    char const* getTimingCacheID() noexcept override;
-    char const* getMetadataString() noexcept override;
 
     // IPluginV3OneRuntime
     int32_t onShapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out,
         int32_t nbOutputs) noexcept override;
     int32_t enqueue(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
         void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) noexcept override;
-    nvinfer1::IPluginV3* attachToContext(nvinfer1::IPluginResourceContext* context) noexcept override;
-    nvinfer1::PluginFieldCollection const* getFieldsToSerialize() noexcept override;
 
     //! True for the data types the kernels compute (accumulating in float32): kFLOAT, kHALF, kBF16.
     static bool isSupportedType(nvinfer1::DataType type) noexcept;
 
 private:
+    friend class PluginV3Base<DeformConv2dPlugin>;
+    //! stride, padding, dilation (kINT32 x 2), groups, offset_groups (kINT32), for getFieldsToSerialize.
+    void addFieldsToSerialize(std::vector<nvinfer1::PluginField>& fields);
     //! Checks shared by configurePlugin, onShapeChange and enqueue on dims where -1 means "not known yet": counts,
     //! ranks, one supported type, LINEAR, static kernel size, channel relations, batch and output sizes.
     void checkIO(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const& out,
@@ -92,9 +81,6 @@ private:
 
     DeformConv2dAttrs mAttrs;
     int32_t mNbInputs{0}; //!< 3, 4 or 5 once configurePlugin/onShapeChange has run (enqueue is not told the count)
-    std::string mDescription; //!< "stride=a,b;padding=...": timing-cache ID and metadata (creation state only)
-    std::vector<nvinfer1::PluginField> mFieldsToSerialize;
-    nvinfer1::PluginFieldCollection mFieldCollection{};
 };
 
 class DeformConv2dPluginCreator : public PluginCreatorBase
@@ -102,12 +88,12 @@ class DeformConv2dPluginCreator : public PluginCreatorBase
 public:
     explicit DeformConv2dPluginCreator(char const* pluginNamespace = kDEFAULT_NAMESPACE);
 
+protected:
     //! Reads stride, padding, dilation (kINT32 x 2) and groups, offset_groups (kINT32 x 1); a missing field takes the
     //! op definition's default (1,1 / 0,0 / 1,1 / 1 / 1). Ignores `plugin_version` and `plugin_namespace` (the ONNX
-    //! node carries them for the parser), warns about and ignores other fields; returns nullptr and logs why on a
-    //! wrong field type or length, or a bad value.
-    nvinfer1::IPluginV3* createPlugin(
-        char const* name, nvinfer1::PluginFieldCollection const* fc, nvinfer1::TensorRTPhase phase) noexcept override;
+    //! node carries them for the parser), warns about and ignores other fields; createPlugin returns nullptr and logs
+    //! why on a wrong field type or length, or a bad value.
+    std::unique_ptr<nvinfer1::IPluginV3> createFromFields(nvinfer1::PluginFieldCollection const* fc) override;
 };
 
 } // namespace plugins

@@ -61,10 +61,9 @@ bool sameDims(nvinfer1::Dims const& a, nvinfer1::Dims const& b)
 } // namespace
 
 L2NormPlugin::L2NormPlugin(int32_t axis, float eps, std::string pluginNamespace)
-    : PluginCoreBase(kL2NORM_NAME, kL2NORM_VERSION, std::move(pluginNamespace))
+    : PluginV3Base(kL2NORM_NAME, kL2NORM_VERSION, std::move(pluginNamespace), describe(axis, eps))
     , mAxis(axis)
     , mEps(eps)
-    , mDescription(describe(axis, eps))
 {
     int32_t const maxDims = nvinfer1::Dims::MAX_DIMS;
     require(axis >= -maxDims && axis < maxDims,
@@ -72,50 +71,6 @@ L2NormPlugin::L2NormPlugin(int32_t axis, float eps, std::string pluginNamespace)
             + std::to_string(maxDims - 1) + "] (TensorRT tensors have at most " + std::to_string(maxDims)
             + " dimensions)");
     require(std::isfinite(eps) && eps > 0.0F, "field 'eps' is " + formatFloat(eps) + ", expected a finite value > 0");
-}
-
-L2NormPlugin::L2NormPlugin(L2NormPlugin const& other)
-    : nvinfer1::IPluginV3(other)
-    , PluginCoreBase(other)
-    , nvinfer1::IPluginV3OneBuild(other)
-    , nvinfer1::IPluginV3OneRuntime(other)
-    , mAxis(other.mAxis)
-    , mEps(other.mEps)
-    , mDescription(other.mDescription)
-{
-    // mFieldsToSerialize points into the object it belongs to: rebuilt on demand, never copied.
-}
-
-nvinfer1::IPluginCapability* L2NormPlugin::getCapabilityInterface(nvinfer1::PluginCapabilityType type) noexcept
-{
-    try
-    {
-        switch (type)
-        {
-        case nvinfer1::PluginCapabilityType::kCORE: return static_cast<nvinfer1::IPluginV3OneCore*>(this);
-        case nvinfer1::PluginCapabilityType::kBUILD: return static_cast<nvinfer1::IPluginV3OneBuild*>(this);
-        case nvinfer1::PluginCapabilityType::kRUNTIME: return static_cast<nvinfer1::IPluginV3OneRuntime*>(this);
-        }
-        throw PluginError("unknown PluginCapabilityType " + std::to_string(static_cast<int32_t>(type)));
-    }
-    catch (...)
-    {
-        logCaught("L2Norm::getCapabilityInterface");
-    }
-    return nullptr;
-}
-
-nvinfer1::IPluginV3* L2NormPlugin::clone() noexcept
-{
-    try
-    {
-        return std::make_unique<L2NormPlugin>(*this).release();
-    }
-    catch (...)
-    {
-        logCaught("L2Norm::clone");
-    }
-    return nullptr;
 }
 
 int32_t L2NormPlugin::normalizedAxis(int32_t rank) const
@@ -242,16 +197,6 @@ size_t L2NormPlugin::getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* /
     return 0;
 }
 
-char const* L2NormPlugin::getTimingCacheID() noexcept
-{
-    return mDescription.c_str();
-}
-
-char const* L2NormPlugin::getMetadataString() noexcept
-{
-    return mDescription.c_str();
-}
-
 int32_t L2NormPlugin::onShapeChange(
     nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out, int32_t nbOutputs) noexcept
 {
@@ -326,82 +271,45 @@ int32_t L2NormPlugin::enqueue(nvinfer1::PluginTensorDesc const* inputDesc, nvinf
     return kERROR_STATUS;
 }
 
-nvinfer1::IPluginV3* L2NormPlugin::attachToContext(nvinfer1::IPluginResourceContext* /* context */) noexcept
+void L2NormPlugin::addFieldsToSerialize(std::vector<PluginField>& fields)
 {
-    // No per-context resources: each execution context gets its own independent copy.
-    return clone();
-}
-
-nvinfer1::PluginFieldCollection const* L2NormPlugin::getFieldsToSerialize() noexcept
-{
-    try
-    {
-        mFieldsToSerialize.clear();
-        mFieldsToSerialize.emplace_back(kL2NORM_AXIS_FIELD, &mAxis, PluginFieldType::kINT32, 1);
-        mFieldsToSerialize.emplace_back(kL2NORM_EPS_FIELD, &mEps, PluginFieldType::kFLOAT32, 1);
-        mFieldCollection.nbFields = static_cast<int32_t>(mFieldsToSerialize.size());
-        mFieldCollection.fields = mFieldsToSerialize.data();
-        return &mFieldCollection;
-    }
-    catch (...)
-    {
-        logCaught("L2Norm::getFieldsToSerialize");
-    }
-    return nullptr;
+    fields.emplace_back(kL2NORM_AXIS_FIELD, &mAxis, PluginFieldType::kINT32, 1);
+    fields.emplace_back(kL2NORM_EPS_FIELD, &mEps, PluginFieldType::kFLOAT32, 1);
 }
 
 L2NormPluginCreator::L2NormPluginCreator(char const* pluginNamespace)
-    : PluginCreatorBase(kL2NORM_NAME, kL2NORM_VERSION, pluginNamespace != nullptr ? pluginNamespace : "",
+    : PluginCreatorBase(kL2NORM_NAME, kL2NORM_VERSION, pluginNamespace,
         {PluginField(kL2NORM_AXIS_FIELD, nullptr, PluginFieldType::kINT32, 1),
             PluginField(kL2NORM_EPS_FIELD, nullptr, PluginFieldType::kFLOAT32, 1)})
 {
 }
 
-nvinfer1::IPluginV3* L2NormPluginCreator::createPlugin(
-    char const* /* name */, nvinfer1::PluginFieldCollection const* fc, nvinfer1::TensorRTPhase /* phase */) noexcept
+std::unique_ptr<nvinfer1::IPluginV3> L2NormPluginCreator::createFromFields(nvinfer1::PluginFieldCollection const* fc)
 {
-    try
-    {
-        require(fc != nullptr, "no field collection given, expected fields 'axis' (kINT32) and 'eps' (kFLOAT32)");
-        require(fc->nbFields >= 0 && (fc->nbFields == 0 || fc->fields != nullptr), "malformed field collection");
-        bool hasAxis = false;
-        bool hasEps = false;
-        int32_t axis = 0;
-        float eps = 0.0F;
-        for (int32_t i = 0; i < fc->nbFields; ++i)
+    bool hasAxis = false;
+    bool hasEps = false;
+    int32_t axis = 0;
+    float eps = 0.0F;
+    readFields(fc, "'axis' (kINT32) and 'eps' (kFLOAT32)", [&](PluginField const& field, std::string const& name) {
+        if (name == kL2NORM_AXIS_FIELD)
         {
-            PluginField const& field = fc->fields[i];
-            require(field.name != nullptr, "field " + std::to_string(i) + " has no name");
-            std::string const name = field.name;
-            if (name == kL2NORM_AXIS_FIELD)
-            {
-                axis = readScalarField<int32_t>(field, PluginFieldType::kINT32);
-                hasAxis = true;
-            }
-            else if (name == kL2NORM_EPS_FIELD)
-            {
-                eps = readScalarField<float>(field, PluginFieldType::kFLOAT32);
-                hasEps = true;
-            }
-            else if (name == "plugin_version" || name == "plugin_namespace")
-            {
-                // Carried by the ONNX node so that parsers find this creator; not a plugin attribute.
-            }
-            else
-            {
-                log(nvinfer1::ILogger::Severity::kWARNING,
-                    "L2Norm::createPlugin: ignoring unknown field '" + name + "' (known fields: axis, eps)");
-            }
+            axis = readScalarField<int32_t>(field, PluginFieldType::kINT32);
+            hasAxis = true;
         }
-        require(hasAxis, "missing field 'axis' (kINT32)");
-        require(hasEps, "missing field 'eps' (kFLOAT32)");
-        return std::make_unique<L2NormPlugin>(axis, eps, getPluginNamespace()).release();
-    }
-    catch (...)
-    {
-        logCaught("L2Norm::createPlugin");
-    }
-    return nullptr;
+        else if (name == kL2NORM_EPS_FIELD)
+        {
+            eps = readScalarField<float>(field, PluginFieldType::kFLOAT32);
+            hasEps = true;
+        }
+        else
+        {
+            return false;
+        }
+        return true;
+    });
+    require(hasAxis, "missing field 'axis' (kINT32)");
+    require(hasEps, "missing field 'eps' (kFLOAT32)");
+    return std::make_unique<L2NormPlugin>(axis, eps, getPluginNamespace());
 }
 
 } // namespace plugins

@@ -6,6 +6,7 @@
 #include "NvInferRuntime.h"
 #include "plugins/common/plugin_base.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,22 +20,11 @@ constexpr char const* kL2NORM_VERSION = "1";
 constexpr char const* kL2NORM_AXIS_FIELD = "axis"; //!< kINT32, may be negative (counted from the last dimension)
 constexpr char const* kL2NORM_EPS_FIELD = "eps";   //!< kFLOAT32, finite and > 0
 
-class L2NormPlugin : public nvinfer1::IPluginV3,
-                     public PluginCoreBase,
-                     public nvinfer1::IPluginV3OneBuild,
-                     public nvinfer1::IPluginV3OneRuntime
+class L2NormPlugin : public PluginV3Base<L2NormPlugin>
 {
 public:
     //! Throws PluginError when axis can fit no rank or eps is not finite and > 0.
     L2NormPlugin(int32_t axis, float eps, std::string pluginNamespace);
-    //! A deep copy: the copy shares no buffer with `other`.
-    L2NormPlugin(L2NormPlugin const& other);
-    L2NormPlugin& operator=(L2NormPlugin const&) = delete;
-    ~L2NormPlugin() override = default;
-
-    // IPluginV3
-    nvinfer1::IPluginCapability* getCapabilityInterface(nvinfer1::PluginCapabilityType type) noexcept override;
-    nvinfer1::IPluginV3* clone() noexcept override;
 
     // IPluginV3OneBuild
     int32_t configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
@@ -49,21 +39,20 @@ public:
     int32_t getNbOutputs() const noexcept override;
     size_t getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
         nvinfer1::DynamicPluginTensorDesc const* outputs, int32_t nbOutputs) const noexcept override;
-    char const* getTimingCacheID() noexcept override;
-    char const* getMetadataString() noexcept override;
 
     // IPluginV3OneRuntime
     int32_t onShapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out,
         int32_t nbOutputs) noexcept override;
     int32_t enqueue(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
         void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) noexcept override;
-    nvinfer1::IPluginV3* attachToContext(nvinfer1::IPluginResourceContext* context) noexcept override;
-    nvinfer1::PluginFieldCollection const* getFieldsToSerialize() noexcept override;
 
     //! True for the data types the kernel computes (accumulating in float32): kFLOAT, kHALF, kBF16.
     static bool isSupportedType(nvinfer1::DataType type) noexcept;
 
 private:
+    friend class PluginV3Base<L2NormPlugin>;
+    //! axis (kINT32) and eps (kFLOAT32), for getFieldsToSerialize.
+    void addFieldsToSerialize(std::vector<nvinfer1::PluginField>& fields);
     //! The axis counted from 0 for a tensor of `rank` dimensions; throws PluginError when it does not fit.
     int32_t normalizedAxis(int32_t rank) const;
     //! Checks shared by configurePlugin and onShapeChange: counts, rank, axis, types, format.
@@ -72,9 +61,6 @@ private:
 
     int32_t mAxis;
     float mEps;
-    std::string mDescription; //!< "axis=<a>;eps=<e>": timing-cache ID and metadata (creation state only)
-    std::vector<nvinfer1::PluginField> mFieldsToSerialize;
-    nvinfer1::PluginFieldCollection mFieldCollection{};
 };
 
 class L2NormPluginCreator : public PluginCreatorBase
@@ -82,11 +68,11 @@ class L2NormPluginCreator : public PluginCreatorBase
 public:
     explicit L2NormPluginCreator(char const* pluginNamespace = kDEFAULT_NAMESPACE);
 
+protected:
     //! Reads `axis` (kINT32) and `eps` (kFLOAT32), both required; ignores `plugin_version` and `plugin_namespace`
-    //! (the ONNX node carries them for the parser), warns about and ignores other fields; returns nullptr and logs
-    //! why on a missing field, a wrong field type or length, or a bad value.
-    nvinfer1::IPluginV3* createPlugin(
-        char const* name, nvinfer1::PluginFieldCollection const* fc, nvinfer1::TensorRTPhase phase) noexcept override;
+    //! (the ONNX node carries them for the parser), warns about and ignores other fields; createPlugin returns nullptr
+    //! and logs why on a missing field, a wrong field type or length, or a bad value.
+    std::unique_ptr<nvinfer1::IPluginV3> createFromFields(nvinfer1::PluginFieldCollection const* fc) override;
 };
 
 } // namespace plugins
