@@ -1,4 +1,5 @@
-"""Build and run the C++ conformance harness (harness.cpp) against libtorchtrt_ext_plugins.so."""
+"""Build and run the C++ conformance harnesses (harness.cpp, harness_deform_conv2d.cpp) against
+libtorchtrt_ext_plugins.so, and the checks every op's harness shares (cpu mode, fields against the op definition)."""
 from __future__ import annotations
 
 import os
@@ -7,8 +8,13 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pytest
+
+from torchtrt_ext.errors import LibraryNotFoundError
+from torchtrt_ext.ops import DOMAIN
+from torchtrt_ext.ops._spec import OpSpec
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -81,3 +87,43 @@ def run_harness(binary: Path, library: Path, *args: str, timeout: float = 300) -
     result = subprocess.run([str(binary), str(library), *args], capture_output=True, text=True, timeout=timeout,
                             env=env)
     return HarnessRun(result.returncode, result.stdout + result.stderr)
+
+
+def built_library(find: Callable[[], Path], what: str) -> Path:
+    """`find()`, a torchtrt_ext._native lookup of a library; fails the test (the TensorRT headers are present, so the
+    library should have been built) naming `what` when it raises LibraryNotFoundError."""
+    try:
+        return find()
+    except LibraryNotFoundError as exc:
+        pytest.fail(f"TensorRT headers are present but the {what} is not built: {exc}")
+
+
+def asan_harness(tmp_path_factory: pytest.TempPathFactory, trt_include: Path, name: str, source: Path = SOURCE) -> Path:
+    """`source` (default harness.cpp) compiled as <tmp>/<name>/<name>_asan under AddressSanitizer/UBSan, for the CPU
+    checks, where the compiler supports them."""
+    return compile_harness(tmp_path_factory.mktemp(name) / f"{name}_asan", trt_include, sanitize=True, source=source)
+
+
+def check_conformance_cpu(harness: Path, library: Path, min_checks: int) -> None:
+    """`harness LIB cpu` passes every check, runs at least `min_checks` (the full list), and the sanitizers say
+    nothing."""
+    run = run_harness(harness, library, "cpu")
+    failed = run.lines("FAIL")
+    assert run.returncode == 0 and not failed, f"harness cpu failed (rc={run.returncode}):\n" + run.output
+    summary = run.summary()
+    assert summary is not None and summary[0] == "cpu" and summary[2] == 0, run.output
+    assert summary[1] >= min_checks, f"expected the full check list, ran {summary[1]}:\n{run.output}"
+    assert "AddressSanitizer" not in run.output and "runtime error" not in run.output, run.output
+
+
+def check_fields_match(harness: Path, library: Path, spec: OpSpec, expected: list[str]) -> None:
+    """`harness LIB fields`: the creator advertises `expected` ("<name> <PluginFieldType> <length>" per attribute of
+    the op definition `spec`, in its order), getFieldsToSerialize writes the same (in any order), and the creator's
+    name, version and namespace are the op definition's."""
+    run = run_harness(harness, library, "fields")
+    assert run.returncode == 0, run.output
+    advertised = [line.split(" ", 1)[1] for line in run.lines("field ")]
+    serialized = [line.split(" ", 1)[1] for line in run.lines("serialized ")]
+    assert advertised == expected, f"creator getFieldNames {advertised} != op definition {expected}"
+    assert sorted(serialized) == sorted(expected), f"getFieldsToSerialize {serialized} != op definition {expected}"
+    assert run.lines("creator ") == [f"creator {spec.name} {spec.version} {DOMAIN}"]

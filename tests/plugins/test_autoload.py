@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.plugins._plugin_harness import HERE, compiler, cuda_home
+from tests.plugins._plugin_harness import HERE, built_library, compiler, cuda_home
 from torchtrt_ext._native import PLUGINS_LIB, plugin_autoload_library_path
-from torchtrt_ext.errors import LibraryNotFoundError
 
 pytestmark = pytest.mark.trt_headers
 
@@ -29,10 +28,7 @@ REMEDY = "--backend-config=tensorrt,plugins=<path>/libtorchtrt_ext_plugins_autol
 
 @pytest.fixture(scope="module")
 def autoload() -> Path:
-    try:
-        return plugin_autoload_library_path()
-    except LibraryNotFoundError as exc:
-        pytest.fail(f"TensorRT headers are present but the autoload library is not built: {exc}")
+    return built_library(plugin_autoload_library_path, "autoload library")
 
 
 @pytest.fixture(scope="module")

@@ -18,10 +18,9 @@ import pytest
 import torch
 
 from tests.helpers import rel_err
-from tests.plugins._plugin_harness import HERE, compile_harness, run_harness
+from tests.plugins._plugin_harness import (HERE, asan_harness, built_library, check_conformance_cpu, check_fields_match,
+                                           compile_harness, run_harness)
 from torchtrt_ext._native import plugin_library_path
-from torchtrt_ext.errors import LibraryNotFoundError
-from torchtrt_ext.ops import DOMAIN
 from torchtrt_ext.ops.deform_conv2d import SPEC, columns_to_output, sample_columns
 
 pytestmark = pytest.mark.trt_headers
@@ -35,39 +34,23 @@ TORCH_DTYPE = {"float32": torch.float32, "float16": torch.float16, "bfloat16": t
 
 @pytest.fixture(scope="module")
 def library() -> Path:
-    try:
-        return plugin_library_path()
-    except LibraryNotFoundError as exc:
-        pytest.fail(f"TensorRT headers are present but the plugin library is not built: {exc}")
+    return built_library(plugin_library_path, "plugin library")
 
 
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory: pytest.TempPathFactory, trt_include: Path) -> Path:
     """The harness under AddressSanitizer/UBSan (for the CPU checks), where the compiler supports them."""
-    return compile_harness(tmp_path_factory.mktemp("harness_dcn") / "harness_dcn_asan", trt_include, sanitize=True,
-                           source=SOURCE)
+    return asan_harness(tmp_path_factory, trt_include, "harness_dcn", source=SOURCE)
 
 
 def test_conformance_cpu(harness: Path, library: Path) -> None:
-    run = run_harness(harness, library, "cpu")
-    failed = run.lines("FAIL")
-    assert run.returncode == 0 and not failed, f"harness cpu failed (rc={run.returncode}):\n" + run.output
-    summary = run.summary()
-    assert summary is not None and summary[0] == "cpu" and summary[2] == 0, run.output
-    assert summary[1] >= 120, f"expected the full check list, ran {summary[1]}:\n{run.output}"
-    assert "AddressSanitizer" not in run.output and "runtime error" not in run.output, run.output
+    check_conformance_cpu(harness, library, min_checks=120)
 
 
 def test_cpp_fields_match_op_definition(harness: Path, library: Path) -> None:
     """The creator's name/version/namespace and field list (advertised and serialized) follow the op definition."""
-    run = run_harness(harness, library, "fields")
-    assert run.returncode == 0, run.output
-    expected = [f"{a.name} {FIELD_OF_KIND[a.kind][0]} {FIELD_OF_KIND[a.kind][1]}" for a in SPEC.attrs]
-    advertised = [line.split(" ", 1)[1] for line in run.lines("field ")]
-    serialized = [line.split(" ", 1)[1] for line in run.lines("serialized ")]
-    assert advertised == expected, f"creator getFieldNames {advertised} != op definition {expected}"
-    assert sorted(serialized) == sorted(expected), f"getFieldsToSerialize {serialized} != op definition {expected}"
-    assert run.lines("creator ") == [f"creator {SPEC.name} {SPEC.version} {DOMAIN}"]
+    check_fields_match(harness, library, SPEC,
+                       [f"{a.name} {FIELD_OF_KIND[a.kind][0]} {FIELD_OF_KIND[a.kind][1]}" for a in SPEC.attrs])
 
 
 def _pair(text: str) -> tuple[int, int]:

@@ -15,10 +15,9 @@ import numpy as np
 import pytest
 import torch
 
-from tests.plugins._plugin_harness import PLUGIN_SOURCES, ROOT, compile_harness, compiler, cuda_home, run_harness
+from tests.plugins._plugin_harness import (PLUGIN_SOURCES, ROOT, asan_harness, built_library, check_conformance_cpu,
+                                           check_fields_match, compile_harness, compiler, cuda_home, run_harness)
 from torchtrt_ext._native import plugin_library_path
-from torchtrt_ext.errors import LibraryNotFoundError
-from torchtrt_ext.ops import DOMAIN
 from torchtrt_ext.ops.l2norm import SPEC, l2norm
 
 pytestmark = pytest.mark.trt_headers
@@ -31,16 +30,13 @@ TORCH_DTYPE = {"float32": torch.float32, "float16": torch.float16, "bfloat16": t
 
 @pytest.fixture(scope="module")
 def library() -> Path:
-    try:
-        return plugin_library_path()
-    except LibraryNotFoundError as exc:
-        pytest.fail(f"TensorRT headers are present but the plugin library is not built: {exc}")
+    return built_library(plugin_library_path, "plugin library")
 
 
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory: pytest.TempPathFactory, trt_include: Path) -> Path:
     """The harness under AddressSanitizer/UBSan (for the CPU checks), where the compiler supports them."""
-    return compile_harness(tmp_path_factory.mktemp("harness") / "harness_asan", trt_include, sanitize=True)
+    return asan_harness(tmp_path_factory, trt_include, "harness")
 
 
 def test_plugin_sources_compile_warning_free(trt_include: Path) -> None:
@@ -65,25 +61,12 @@ def test_plugin_library_exports_only_entry_points_and_launchers(library: Path) -
 
 
 def test_conformance_cpu(harness: Path, library: Path) -> None:
-    run = run_harness(harness, library, "cpu")
-    failed = run.lines("FAIL")
-    assert run.returncode == 0 and not failed, f"harness cpu failed (rc={run.returncode}):\n" + run.output
-    summary = run.summary()
-    assert summary is not None and summary[0] == "cpu" and summary[2] == 0, run.output
-    assert summary[1] >= 100, f"expected the full check list, ran {summary[1]}:\n{run.output}"
-    assert "AddressSanitizer" not in run.output and "runtime error" not in run.output, run.output
+    check_conformance_cpu(harness, library, min_checks=100)
 
 
 def test_cpp_fields_match_op_definition(harness: Path, library: Path) -> None:
     """The creator's name/version/namespace and field list (advertised and serialized) follow torchtrt_ext.ops."""
-    run = run_harness(harness, library, "fields")
-    assert run.returncode == 0, run.output
-    expected = [f"{a.name} {FIELD_TYPE_OF_KIND[a.kind]} 1" for a in SPEC.attrs]
-    advertised = [line.split(" ", 1)[1] for line in run.lines("field ")]
-    serialized = [line.split(" ", 1)[1] for line in run.lines("serialized ")]
-    assert advertised == expected, f"creator getFieldNames {advertised} != op definition {expected}"
-    assert sorted(serialized) == sorted(expected), f"getFieldsToSerialize {serialized} != op definition {expected}"
-    assert run.lines("creator ") == [f"creator {SPEC.name} {SPEC.version} {DOMAIN}"]
+    check_fields_match(harness, library, SPEC, [f"{a.name} {FIELD_TYPE_OF_KIND[a.kind]} 1" for a in SPEC.attrs])
 
 
 @pytest.mark.gpu
