@@ -480,13 +480,7 @@ void checkBadFields(Checker& c, IPluginCreatorV3One* creator, TestLogger& logger
     float const nan = std::numeric_limits<float>::quiet_NaN();
     float const inf = std::numeric_limits<float>::infinity();
     int32_t const two[2] = {1, 2};
-    struct Bad
-    {
-        std::string name;
-        std::function<Fields()> fields;
-        std::vector<std::string> logged; // parts of the expected error message
-    };
-    std::vector<Bad> const cases = {
+    std::vector<BadFields> const cases = {
         {"eps = 0", [] { return l2normFields(1, 0.0F); }, {"eps", "finite value > 0"}},
         {"eps < 0", [] { return l2normFields(1, -1e-6F); }, {"eps", "finite value > 0"}},
         {"eps = NaN", [nan] { return l2normFields(1, nan); }, {"eps", "finite value > 0"}},
@@ -511,28 +505,7 @@ void checkBadFields(Checker& c, IPluginCreatorV3One* creator, TestLogger& logger
         {"axis = 8 (beyond any rank)", [] { return l2normFields(8, 1e-6F); }, {"axis", "[-8, 7]"}},
         {"axis = -9 (beyond any rank)", [] { return l2normFields(-9, 1e-6F); }, {"axis", "[-8, 7]"}},
     };
-    for (Bad const& bad : cases)
-    {
-        for (TensorRTPhase phase : {TensorRTPhase::kBUILD, TensorRTPhase::kRUNTIME})
-        {
-            logger.clear();
-            Fields f = bad.fields();
-            PluginPtr p(creator->createPlugin(kNAME, f.collection(), phase));
-            std::vector<std::string> parts = bad.logged;
-            parts.emplace_back("L2Norm::createPlugin");
-            c.check(p == nullptr && logger.hasError(parts),
-                "bad fields rejected (" + bad.name + (phase == TensorRTPhase::kBUILD ? ", kBUILD" : ", kRUNTIME")
-                    + "): nullptr and a logged error",
-                logger.all());
-        }
-    }
-    logger.clear();
-    c.check(creator->createPlugin(kNAME, nullptr, TensorRTPhase::kBUILD) == nullptr && logger.hasError({"no field collection"}),
-        "createPlugin(null collection) returns nullptr with a logged error", logger.all());
-    logger.clear();
-    PluginFieldCollection malformed{-3, nullptr};
-    c.check(creator->createPlugin(kNAME, &malformed, TensorRTPhase::kBUILD) == nullptr && logger.hasError({"malformed"}),
-        "createPlugin(nbFields < 0) returns nullptr with a logged error", logger.all());
+    checkRejectedFields(c, creator, logger, cases);
 }
 
 void checkRegistration(Checker& c, Library const& lib, TestLogger& logger)
@@ -875,33 +848,10 @@ int32_t runGpu(Library const& lib, TestLogger& logger, std::string const& dumpDi
     std::printf("harness gpu: %d checks, %d failed\n", c.count, c.failures);
     return c.failures;
 }
-
-int32_t printFields(Library const& lib)
-{
-    IPluginCreatorV3One* creator = findCreator(lib, kNAME);
-    if (creator == nullptr || creator->getFieldNames() == nullptr)
-    {
-        std::printf("FAIL no L2Norm creator\n");
-        return 1;
-    }
-    PluginFieldCollection const* fc = creator->getFieldNames();
-    for (int32_t i = 0; i < fc->nbFields; ++i)
-    {
-        std::printf("field %s %s %d\n", fc->fields[i].name, fieldTypeName(fc->fields[i].type), fc->fields[i].length);
-    }
-    Fields f = l2normFields(1, 1e-6F);
-    PluginPtr p(creator->createPlugin(kNAME, f.collection(), TensorRTPhase::kBUILD));
-    PluginFieldCollection const* s = p ? runtime(p.get())->getFieldsToSerialize() : nullptr;
-    for (int32_t i = 0; s != nullptr && i < s->nbFields; ++i)
-    {
-        std::printf("serialized %s %s %d\n", s->fields[i].name, fieldTypeName(s->fields[i].type), s->fields[i].length);
-    }
-    std::printf("creator %s %s %s\n", creator->getPluginName(), creator->getPluginVersion(), creator->getPluginNamespace());
-    return 0;
-}
 } // namespace
 
 int main(int argc, char** argv)
 {
-    return harnessMain(argc, argv, {printFields, runCpu, runGpu});
+    return harnessMain(
+        argc, argv, {[](Library const& lib) { return printFields(lib, kNAME, l2normFields(1, 1e-6F)); }, runCpu, runGpu});
 }

@@ -747,12 +747,6 @@ void checkCloneIndependence(Checker& c, IPluginCreatorV3One* creator, TestLogger
 
 void checkBadFields(Checker& c, IPluginCreatorV3One* creator, TestLogger& logger)
 {
-    struct Bad
-    {
-        std::string name;
-        std::function<Fields()> fields;
-        std::vector<std::string> logged;
-    };
     auto with = [](char const* name, std::vector<int32_t> const& v) {
         return [name, v] {
             Fields f;
@@ -762,7 +756,7 @@ void checkBadFields(Checker& c, IPluginCreatorV3One* creator, TestLogger& logger
     };
     int64_t const wide[2] = {1, 1};
     float const real[2] = {1.0F, 1.0F};
-    std::vector<Bad> const cases = {
+    std::vector<BadFields> const cases = {
         {"stride 0", with("stride", {0, 1}), {"stride", "values >= 1"}},
         {"stride -2", with("stride", {1, -2}), {"stride", "values >= 1"}},
         {"dilation 0", with("dilation", {1, 0}), {"dilation", "values >= 1"}},
@@ -780,28 +774,7 @@ void checkBadFields(Checker& c, IPluginCreatorV3One* creator, TestLogger& logger
             {"offset_groups", "no data"}},
         {"field without a name", [] { Fields f; f.ints(nullptr, {1}); return f; }, {"no name"}},
     };
-    for (Bad const& bad : cases)
-    {
-        for (TensorRTPhase phase : {TensorRTPhase::kBUILD, TensorRTPhase::kRUNTIME})
-        {
-            logger.clear();
-            Fields f = bad.fields();
-            PluginPtr p(creator->createPlugin(kNAME, f.collection(), phase));
-            std::vector<std::string> parts = bad.logged;
-            parts.emplace_back("DeformConv2d::createPlugin");
-            c.check(p == nullptr && logger.hasError(parts),
-                "bad fields rejected (" + bad.name + (phase == TensorRTPhase::kBUILD ? ", kBUILD" : ", kRUNTIME")
-                    + "): nullptr and a logged error",
-                logger.all());
-        }
-    }
-    logger.clear();
-    c.check(creator->createPlugin(kNAME, nullptr, TensorRTPhase::kBUILD) == nullptr && logger.hasError({"no field collection"}),
-        "createPlugin(null collection) returns nullptr with a logged error", logger.all());
-    logger.clear();
-    PluginFieldCollection malformed{-3, nullptr};
-    c.check(creator->createPlugin(kNAME, &malformed, TensorRTPhase::kBUILD) == nullptr && logger.hasError({"malformed"}),
-        "createPlugin(nbFields < 0) returns nullptr with a logged error", logger.all());
+    checkRejectedFields(c, creator, logger, cases);
 }
 
 void checkRegistration(Checker& c, Library const& lib)
@@ -1118,35 +1091,11 @@ int32_t runGpu(Library const& lib, TestLogger& logger, std::string const& dumpDi
     std::printf("harness gpu: %d checks, %d failed\n", c.count, c.failures);
     return c.failures;
 }
-
-int32_t printFields(Library const& lib)
-{
-    IPluginCreatorV3One* creator = findCreator(lib, kNAME);
-    if (creator == nullptr || creator->getFieldNames() == nullptr)
-    {
-        std::printf("FAIL no DeformConv2d creator\n");
-        return 1;
-    }
-    PluginFieldCollection const* fc = creator->getFieldNames();
-    for (int32_t i = 0; i < fc->nbFields; ++i)
-    {
-        std::printf("field %s %s %d\n", fc->fields[i].name, fieldTypeName(fc->fields[i].type), fc->fields[i].length);
-    }
-    Fields f = fieldsOf(Attrs{});
-    PluginPtr p(creator->createPlugin(kNAME, f.collection(), TensorRTPhase::kBUILD));
-    PluginFieldCollection const* s = p ? runtime(p.get())->getFieldsToSerialize() : nullptr;
-    for (int32_t i = 0; s != nullptr && i < s->nbFields; ++i)
-    {
-        std::printf("serialized %s %s %d\n", s->fields[i].name, fieldTypeName(s->fields[i].type), s->fields[i].length);
-    }
-    std::printf("creator %s %s %s\n", creator->getPluginName(), creator->getPluginVersion(), creator->getPluginNamespace());
-    return 0;
-}
 } // namespace
 
 int main(int argc, char** argv)
 {
     return harnessMain(argc, argv,
-        {printFields, [](Library const& lib, TestLogger& logger, TestLoggerFinder&) { return runCpu(lib, logger); },
-            runGpu});
+        {[](Library const& lib) { return printFields(lib, kNAME, fieldsOf(Attrs{})); },
+            [](Library const& lib, TestLogger& logger, TestLoggerFinder&) { return runCpu(lib, logger); }, runGpu});
 }

@@ -515,6 +515,69 @@ inline PluginPtr create(IPluginCreatorV3One* creator, Fields fields, TensorRTPha
     return PluginPtr(creator->createPlugin(creator->getPluginName(), fields.collection(), phase));
 }
 
+//! A field collection createPlugin must refuse, and parts of the error it must log.
+struct BadFields
+{
+    std::string name;
+    std::function<Fields()> fields;
+    std::vector<std::string> logged; // parts of the expected error message
+};
+
+//! Each of `cases` (in kBUILD and kRUNTIME), no collection and a malformed one: createPlugin returns nullptr and logs
+//! an error of "<plugin>::createPlugin" holding the expected parts.
+inline void checkRejectedFields(
+    Checker& c, IPluginCreatorV3One* creator, TestLogger& logger, std::vector<BadFields> const& cases)
+{
+    char const* const name = creator->getPluginName();
+    for (BadFields const& bad : cases)
+    {
+        for (TensorRTPhase phase : {TensorRTPhase::kBUILD, TensorRTPhase::kRUNTIME})
+        {
+            logger.clear();
+            Fields f = bad.fields();
+            PluginPtr p(creator->createPlugin(name, f.collection(), phase));
+            std::vector<std::string> parts = bad.logged;
+            parts.emplace_back(std::string(name) + "::createPlugin");
+            c.check(p == nullptr && logger.hasError(parts),
+                "bad fields rejected (" + bad.name + (phase == TensorRTPhase::kBUILD ? ", kBUILD" : ", kRUNTIME")
+                    + "): nullptr and a logged error",
+                logger.all());
+        }
+    }
+    logger.clear();
+    c.check(creator->createPlugin(name, nullptr, TensorRTPhase::kBUILD) == nullptr && logger.hasError({"no field collection"}),
+        "createPlugin(null collection) returns nullptr with a logged error", logger.all());
+    logger.clear();
+    PluginFieldCollection malformed{-3, nullptr};
+    c.check(creator->createPlugin(name, &malformed, TensorRTPhase::kBUILD) == nullptr && logger.hasError({"malformed"}),
+        "createPlugin(nbFields < 0) returns nullptr with a logged error", logger.all());
+}
+
+//! `harness LIB fields`: the creator's advertised fields ("field <name> <type> <length>"), those a plugin made from
+//! `fields` serializes ("serialized ..."), and "creator <name> <version> <namespace>".
+inline int32_t printFields(Library const& lib, char const* name, Fields fields)
+{
+    IPluginCreatorV3One* creator = findCreator(lib, name);
+    if (creator == nullptr || creator->getFieldNames() == nullptr)
+    {
+        std::printf("FAIL no %s creator\n", name);
+        return 1;
+    }
+    PluginFieldCollection const* fc = creator->getFieldNames();
+    for (int32_t i = 0; i < fc->nbFields; ++i)
+    {
+        std::printf("field %s %s %d\n", fc->fields[i].name, fieldTypeName(fc->fields[i].type), fc->fields[i].length);
+    }
+    PluginPtr p(creator->createPlugin(name, fields.collection(), TensorRTPhase::kBUILD));
+    PluginFieldCollection const* s = p ? runtime(p.get())->getFieldsToSerialize() : nullptr;
+    for (int32_t i = 0; s != nullptr && i < s->nbFields; ++i)
+    {
+        std::printf("serialized %s %s %d\n", s->fields[i].name, fieldTypeName(s->fields[i].type), s->fields[i].length);
+    }
+    std::printf("creator %s %s %s\n", creator->getPluginName(), creator->getPluginVersion(), creator->getPluginNamespace());
+    return 0;
+}
+
 //! What a conformance harness does in each mode of its command line.
 struct HarnessModes
 {
