@@ -24,3 +24,15 @@ def rel_err(got: np.ndarray | torch.Tensor, ref: np.ndarray | torch.Tensor) -> f
     got64 = torch.as_tensor(np.asarray(got, dtype=np.float64) if not isinstance(got, torch.Tensor) else got).double()
     ref64 = torch.as_tensor(np.asarray(ref, dtype=np.float64) if not isinstance(ref, torch.Tensor) else ref).double()
     return ((got64 - ref64).norm() / ref64.norm().clamp_min(1e-30)).item()
+
+
+def single_custom_node(model: onnx.ModelProto) -> onnx.NodeProto:
+    """The one torchtrt_ext node of the main graph (fails, listing the nodes, when there is not exactly one)."""
+    nodes = [n for n in model.graph.node if n.domain == "torchtrt_ext"]
+    assert len(nodes) == 1, op_types(model)
+    return nodes[0]
+
+
+def node_attrs(node: onnx.NodeProto) -> dict:
+    """A node's attributes as Python values."""
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}

@@ -12,7 +12,7 @@ from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError
 from torchtrt_ext.ops import deform_conv2d
 from torchtrt_ext.nn import DeformConv2d
 from torchtrt_ext.ops.deform_conv2d import sample_columns, torch_deform_conv2d
-from tests.helpers import op_types, rel_err, run_onnx
+from tests.helpers import node_attrs, op_types, rel_err, run_onnx, single_custom_node
 
 EXPORTERS = ["legacy", "dynamo"]
 
@@ -209,24 +209,14 @@ def _inputs(batch: int = 2, **kwargs) -> tuple[torch.Tensor, torch.Tensor, torch
     return case["x"], case["offset"], case["mask"]
 
 
-def _node(model: onnx.ModelProto) -> onnx.NodeProto:
-    nodes = [n for n in model.graph.node if n.domain == "torchtrt_ext"]
-    assert len(nodes) == 1, op_types(model)
-    return nodes[0]
-
-
-def _attrs(node: onnx.NodeProto) -> dict:
-    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-
-
 @pytest.mark.parametrize("exporter", EXPORTERS)
 def test_export_emits_one_node(exporter: str) -> None:
     kwargs = CASES["mixed"]
     model = OpModel(**kwargs).eval()
     onnx_model = torchtrt_ext.export_onnx(model, _inputs(**kwargs), exporter=exporter)
-    node = _node(onnx_model)
+    node = single_custom_node(onnx_model)
     assert node.op_type == "DeformConv2d" and len(node.input) == 5
-    assert _attrs(node) == {"stride": [2, 1], "padding": [0, 2], "dilation": [1, 2], "groups": 1,
+    assert node_attrs(node) == {"stride": [2, 1], "padding": [0, 2], "dilation": [1, 2], "groups": 1,
                             "offset_groups": 2, "plugin_version": b"1", "plugin_namespace": b"torchtrt_ext"}
     kinds = {t for _, t in op_types(onnx_model)}
     assert not kinds & {"GatherND", "GridSample", "MatMul"}
@@ -236,12 +226,12 @@ def test_export_emits_one_node(exporter: str) -> None:
     assert dims[1:] == [4, 2, 6]  # H_out, W_out from the shape rule: (5-1-1)//2+1, (6+4-2*2-1)//1+1
 
 
-def test_both_exporters_agree_on_the_node() -> None:
+def test_both_exporters_agree_on_thesingle_custom_node() -> None:
     model = OpModel(**CASES["groups2_offset_groups4"]).eval()
     inputs = _inputs(**CASES["groups2_offset_groups4"])
-    nodes = [_node(torchtrt_ext.export_onnx(model, inputs, exporter=e)) for e in EXPORTERS]
-    assert _attrs(nodes[0]) == _attrs(nodes[1])
-    assert _attrs(nodes[0])["groups"] == 2 and _attrs(nodes[0])["offset_groups"] == 4
+    nodes = [single_custom_node(torchtrt_ext.export_onnx(model, inputs, exporter=e)) for e in EXPORTERS]
+    assert node_attrs(nodes[0]) == node_attrs(nodes[1])
+    assert node_attrs(nodes[0])["groups"] == 2 and node_attrs(nodes[0])["offset_groups"] == 4
 
 
 @pytest.mark.parametrize("exporter", EXPORTERS)

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 import torchtrt_ext
 from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError
 from torchtrt_ext.ops import l2norm
-from tests.helpers import op_types, rel_err, run_onnx
+from tests.helpers import node_attrs, op_types, rel_err, run_onnx, single_custom_node
 
 EXPORTERS = ["legacy", "dynamo"]
 
@@ -57,23 +57,13 @@ def test_gradient_matches_normalize() -> None:
         assert torch.allclose(got, ref, atol=1e-6), (got - ref).abs().max()
 
 
-def _l2norm_node(model: onnx.ModelProto) -> onnx.NodeProto:
-    nodes = [n for n in model.graph.node if n.domain == "torchtrt_ext"]
-    assert len(nodes) == 1, op_types(model)
-    return nodes[0]
-
-
-def _attrs(node: onnx.NodeProto) -> dict:
-    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-
-
 @pytest.mark.parametrize("exporter", EXPORTERS)
 def test_export_emits_one_plugin_node(exporter: str) -> None:
     model = ModuleModel().eval()
     onnx_model = torchtrt_ext.export_onnx(model, (torch.randn(2, 3, 16, 16),), exporter=exporter)
-    node = _l2norm_node(onnx_model)
+    node = single_custom_node(onnx_model)
     assert node.op_type == "L2Norm"
-    assert _attrs(node) == pytest.approx({"axis": 1, "eps": 1e-6, "plugin_version": b"1",
+    assert node_attrs(node) == pytest.approx({"axis": 1, "eps": 1e-6, "plugin_version": b"1",
                                           "plugin_namespace": b"torchtrt_ext"})
     kinds = {t for _, t in op_types(onnx_model)}
     assert not kinds & {"ReduceL2", "Div", "ReduceSumSquare", "Sqrt"}
@@ -88,10 +78,10 @@ def test_export_emits_one_plugin_node(exporter: str) -> None:
 def test_both_exporters_agree_on_the_node() -> None:
     model = OpModel(dim=-1).eval()
     x = torch.randn(2, 4, 5)
-    nodes = [_l2norm_node(torchtrt_ext.export_onnx(model, (x,), exporter=e)) for e in EXPORTERS]
+    nodes = [single_custom_node(torchtrt_ext.export_onnx(model, (x,), exporter=e)) for e in EXPORTERS]
     assert [n.op_type for n in nodes] == ["L2Norm", "L2Norm"]
-    assert _attrs(nodes[0]) == _attrs(nodes[1])
-    assert _attrs(nodes[0])["axis"] == 2  # a negative dim is stored normalized against the rank
+    assert node_attrs(nodes[0]) == node_attrs(nodes[1])
+    assert node_attrs(nodes[0])["axis"] == 2  # a negative dim is stored normalized against the rank
 
 
 @pytest.mark.parametrize("exporter", EXPORTERS)
