@@ -534,12 +534,8 @@ def _exit_code(exc: BaseException) -> int:
 
     if isinstance(exc, CliError):
         return exc.code
-    try:
-        from torchtrt_ext.errors import CorruptEngineError
-        if isinstance(exc, CorruptEngineError):
-            return EXIT_USAGE
-    except ImportError:  # pragma: no cover
-        pass
+    if isinstance(exc, errors.CorruptEngineError):
+        return EXIT_USAGE
     if isinstance(exc, (errors.MissingDependencyError, errors.LibraryNotFoundError, errors.EngineCompatibilityError)):
         return EXIT_MISSING
     if isinstance(exc, (errors.ExportError, errors.BuildError)):

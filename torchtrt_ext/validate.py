@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import onnx
 import torch
 
 from torchtrt_ext.errors import InvalidInputError, MissingDependencyError, TorchTRTExtError, failure
@@ -252,12 +253,7 @@ def as_callable(obj: Any) -> Callable[..., Any]:
     ONNX models (``ModelProto``, or a path ending in .onnx) become ``OnnxRuntimeModule``; callables are returned
     as they are.
     """
-    try:
-        import onnx
-        is_onnx = isinstance(obj, onnx.ModelProto)
-    except ImportError:  # pragma: no cover - onnx is a hard dependency
-        is_onnx = False
-    if is_onnx or (isinstance(obj, (str, os.PathLike)) and str(obj).endswith(".onnx")):
+    if isinstance(obj, onnx.ModelProto) or (isinstance(obj, (str, os.PathLike)) and str(obj).endswith(".onnx")):
         return OnnxRuntimeModule(obj)
     if callable(obj):
         return obj

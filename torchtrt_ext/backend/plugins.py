@@ -35,6 +35,7 @@ from torchtrt_ext.errors import (
     failure,
 )
 from torchtrt_ext.ops._spec import DOMAIN
+from torchtrt_ext.passes.decompose import decompose_custom_ops
 
 log = logging.getLogger("torchtrt_ext.backend")
 
@@ -199,7 +200,6 @@ def prepare_graph(model: onnx.ModelProto, plan: PluginPlan) -> onnx.ModelProto:
         return complete_optional_inputs(model)
     if plan.mode != "decompose":
         return model
-    from torchtrt_ext.passes import decompose_custom_ops  # the lead's pass; imported late to keep import light
     decomposed = decompose_custom_ops(model)
     log.info("decomposed %d torchtrt_ext node(s) (%s) into standard ONNX ops", len(custom_nodes(model)),
              ", ".join(o[0] for o in plan.ops))
