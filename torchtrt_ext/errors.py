@@ -50,6 +50,10 @@ class NoGPUError(TorchTRTExtError, RuntimeError):
     """A TensorRT engine needs a CUDA GPU and torch sees none."""
 
 
+class ValidationFailedError(TorchTRTExtError, AssertionError):
+    """Raised by ``ValidationReport.check()`` when an output is out of tolerance."""
+
+
 def failure(what: str, expected: str, remedy: str) -> str:
     """Format an error message as 'what failed. Expected: ... Remedy: ...'."""
     return f"{what}. Expected: {expected}. Remedy: {remedy}"

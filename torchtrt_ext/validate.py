@@ -43,7 +43,15 @@ from typing import Any
 import onnx
 import torch
 
-from torchtrt_ext.errors import InvalidInputError, MissingDependencyError, TorchTRTExtError, failure
+from torchtrt_ext.errors import (
+    InvalidInputError,
+    MissingDependencyError,
+    TorchTRTExtError,
+    ValidationFailedError,
+    failure,
+)
+from torchtrt_ext.ops._spec import torch_dtype
+from torchtrt_ext.passes import decompose_custom_ops
 
 #: precision -> (atol, rtol); see the module docstring for the reasons.
 TOLERANCES: dict[str, tuple[float, float]] = {
@@ -55,10 +63,6 @@ TOLERANCES: dict[str, tuple[float, float]] = {
 PRECISIONS = ("fp32", "fp16", "bf16")
 _DTYPE_PRECISION = {torch.float16: "fp16", torch.bfloat16: "bf16"}
 _ORT_HINT = "pip install 'torchtrt_ext[dev]' (or: pip install onnxruntime)"
-
-
-class ValidationFailedError(TorchTRTExtError, AssertionError):
-    """Raised by ``ValidationReport.check()`` when an output is out of tolerance."""
 
 
 # ------------------------------------------------------------------------------------------------ the report
@@ -171,10 +175,6 @@ class OnnxRuntimeModule:
     """
 
     def __init__(self, model: Any, providers: Sequence[str] | None = None) -> None:
-        import onnx
-
-        from torchtrt_ext.passes import decompose_custom_ops
-
         if isinstance(model, (str, os.PathLike)):
             path = Path(model)
             if not path.is_file():
@@ -204,8 +204,6 @@ class OnnxRuntimeModule:
 
     def input_specs(self) -> list[tuple[str, tuple[int, ...], torch.dtype]]:
         """(name, shape with dynamic dims set to 1, torch dtype) per graph input."""
-        from torchtrt_ext.ops._spec import torch_dtype
-
         initializers = {i.name for i in self.model.graph.initializer}
         specs = []
         for value in self.model.graph.input:
@@ -274,9 +272,6 @@ def describe(obj: Any) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------- inputs
-InputSpec = tuple[tuple[int, ...], torch.dtype, torch.device]
-
-
 def _as_tuple(inputs: Any) -> tuple[torch.Tensor, ...]:
     if isinstance(inputs, torch.Tensor):
         return (inputs,)
