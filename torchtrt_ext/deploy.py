@@ -32,7 +32,7 @@ from typing import Any, Union
 
 import onnx
 
-from torchtrt_ext.backend.engine import MAGIC, Engine, EngineMetadata, TensorInfo, atomic_write
+from torchtrt_ext.backend.engine import Engine, EngineMetadata, TensorInfo, atomic_write, is_engine_file
 from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, failure
 from torchtrt_ext.ops._spec import DOMAIN
 
@@ -347,14 +347,11 @@ def trtexec_command(engine_path: str | os.PathLike[str], plugin_library: str | o
     ``extra``: more trtexec arguments, e.g. ``["--shapes=image:4x3x64x64"]`` for a dynamic input.
     """
     plan = Path(engine_path)
-    if plan.is_file():
-        with plan.open("rb") as handle:
-            head = handle.read(len(MAGIC))
-        if head == MAGIC:
-            raise InvalidInputError(failure(
-                f"{plan} is a torchtrt_ext engine file (plan plus metadata), which trtexec cannot read",
-                "the bare TensorRT plan", f"write it with torchtrt_ext.deploy.export_plan(Engine.load('{plan}'), "
-                "'model.plan') and pass that path"))
+    if is_engine_file(plan):
+        raise InvalidInputError(failure(
+            f"{plan} is a torchtrt_ext engine file (plan plus metadata), which trtexec cannot read",
+            "the bare TensorRT plan", f"write it with torchtrt_ext.deploy.export_plan(Engine.load('{plan}'), "
+            "'model.plan') and pass that path"))
     parts = ["trtexec", f"--loadEngine={shlex.quote(str(plan))}"]
     if plugin_library is not None:
         parts.append(f"--staticPlugins={shlex.quote(str(plugin_library))}")

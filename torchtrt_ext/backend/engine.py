@@ -212,6 +212,15 @@ class Engine:
         return cls.from_bytes(data, source=str(target))
 
 
+def is_engine_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a readable file starting like an engine file (``MAGIC``), as opposed to a bare plan."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
+
+
 def atomic_write(target: Path, data: bytes) -> None:
     """Write ``data`` to ``target`` so readers see the old file or the whole new one, never a partial file."""
     target.parent.mkdir(parents=True, exist_ok=True)
