@@ -43,12 +43,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from torchtrt_ext.backend.adapter import BACKENDS
+from torchtrt_ext.backend.engine import is_engine_file
+from torchtrt_ext.backend.plugins import PLUGIN_MODES
+from torchtrt_ext.backend.precision import PRECISIONS
+from torchtrt_ext.passes.report import report as doctor
+from torchtrt_ext.runtime import TRTModule
+from torchtrt_ext.validate import PRECISIONS as TOLERANCE_PRECISIONS
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MISSING, EXIT_BUILD, EXIT_INTERNAL = 0, 1, 2, 3, 4, 5
 PROG = "torchtrt-ext"
-ENGINE_MAGIC = b"TTXENG01"
-PRECISIONS = ("fp32", "fp16", "bf16", "as_exported")
-PLUGIN_MODES = ("auto", "cpp", "python", "decompose")
-BACKENDS = ("tensorrt", "tensorrt_rtx")
 DTYPES = ("float32", "float16", "bfloat16")
 
 EPILOG = """exit codes: 0 ok; 1 validation failed or a benchmark candidate failed; 2 usage or bad input (bad arguments,
@@ -181,14 +185,6 @@ def _dtype(name: str) -> Any:
     return getattr(torch, name)
 
 
-def _is_engine_file(path: Path) -> bool:
-    try:
-        with path.open("rb") as handle:
-            return handle.read(len(ENGINE_MAGIC)) == ENGINE_MAGIC
-    except OSError:
-        return False
-
-
 def _existing(path_text: str, what: str) -> Path:
     path = Path(path_text)
     if not path.is_file():
@@ -203,7 +199,7 @@ def _target_kind(text: str) -> str:
         _existing(text, "ONNX file")
         return "onnx"
     if path.is_file():
-        if _is_engine_file(path):
+        if is_engine_file(path):
             return "engine"
         raise CliError(f"{path} is neither an .onnx file nor a torchtrt_ext engine file. Remedy: pass an .onnx "
                        "file, an engine written by 'torchtrt-ext build', or a model spec module:factory")
@@ -224,12 +220,7 @@ def _load_engine_module(path: Path) -> Any:
             f"running the engine {path.name} needs a CUDA GPU, and torch sees none", "a machine with a CUDA GPU and "
             f"the {engine.metadata.backend} runtime", "run it on the target GPU, or validate the ONNX export on "
             "onnxruntime instead (torchtrt-ext validate MODEL model.onnx)"))
-    try:
-        runtime = importlib.import_module("torchtrt_ext.runtime")
-    except ImportError:
-        raise MissingDependencyError(failure("torchtrt_ext.runtime (TRTModule) is not available in this version",
-                                             "TRTModule", "update torchtrt_ext")) from None
-    return runtime.TRTModule(engine)
+    return TRTModule(engine)
 
 
 def _examples(shapes: dict[str, tuple[int, ...]], model: Any, dtype: Any, device: Any) -> tuple[Any, ...] | None:
@@ -334,7 +325,7 @@ def _engine_table(meta: Any) -> str:
 
 def cmd_inspect(args: argparse.Namespace) -> tuple[int, Any, str]:
     path = _existing(args.path, "file")
-    if _is_engine_file(path):
+    if is_engine_file(path):
         from torchtrt_ext.backend import Engine
 
         meta = Engine.load(path).metadata
@@ -346,16 +337,8 @@ def cmd_inspect(args: argparse.Namespace) -> tuple[int, Any, str]:
     except Exception as exc:  # noqa: BLE001 - a protobuf DecodeError or similar: not an ONNX file
         raise CliError(f"{path} is neither an ONNX model nor a torchtrt_ext engine ({type(exc).__name__}). "
                        "Remedy: pass an .onnx file or an engine written by 'torchtrt-ext build'") from None
-    try:
-        from torchtrt_ext.passes.report import report as doctor
-    except ImportError:
-        from torchtrt_ext.errors import MissingDependencyError, failure
-        raise MissingDependencyError(failure("the doctor report (torchtrt_ext.passes.report) is not available in "
-                                             "this version", "passes.report", "update torchtrt_ext")) from None
     result = doctor(model, backend=args.backend)
-    data = result.to_json()
-    data = json.loads(data) if isinstance(data, str) else data
-    return EXIT_OK, {"kind": "onnx", **data} if isinstance(data, dict) else data, result.to_table()
+    return EXIT_OK, {"kind": "onnx", **result.to_dict()}, result.to_table()
 
 
 def _runnable(text: str, device: Any, dtype: Any) -> tuple[str, Any]:
@@ -390,7 +373,7 @@ def _device(choice: str, kinds: Sequence[str]) -> Any:
 def cmd_validate(args: argparse.Namespace) -> tuple[int, Any, str]:
     from torchtrt_ext.validate import validate
 
-    if args.precision is not None and args.precision not in ("fp32", "fp16", "bf16"):
+    if args.precision is not None and args.precision not in TOLERANCE_PRECISIONS:
         raise CliError(f"unknown precision {args.precision!r}. Remedy: use fp32, fp16 or bf16")
     shapes = _shapes_arg(args.input_shape)
     kinds = [_target_kind(args.reference), _target_kind(args.candidate)]

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from torchtrt_ext import cli
+from torchtrt_ext.backend.engine import MAGIC
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = "tests.cli.models:make_head"
@@ -152,7 +153,7 @@ def test_engine_without_gpu_exits_3(tmp_path: Path, capsys: pytest.CaptureFixtur
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     engine = tmp_path / "fake.engine"
-    engine.write_bytes(cli.ENGINE_MAGIC + b"\x00" * 64)
+    engine.write_bytes(MAGIC + b"\x00" * 64)
     assert cli.main(["validate", MODEL, str(engine), "--json"]) == cli.EXIT_MISSING
     captured = capsys.readouterr()
     assert "needs a CUDA GPU" in captured.err and json.loads(captured.out)["exit_code"] == cli.EXIT_MISSING
