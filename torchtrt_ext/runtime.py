@@ -30,7 +30,6 @@ from torchtrt_ext.errors import (
     InvalidInputError,
     LibraryNotFoundError,
     NoGPUError,
-    TorchTRTExtError,
     failure,
 )
 
@@ -79,6 +78,7 @@ def build_outputs(tree: Mapping[str, Any] | None, leaves: Sequence[torch.Tensor]
 
 # ---------------------------------------------------------------------------------------------- compatibility
 def require_gpu(what: str = "running a TensorRT engine") -> torch.device:
+    """torch's current CUDA device; NoGPUError saying that ``what`` needs one when torch sees no GPU."""
     if not torch.cuda.is_available():
         raise NoGPUError(failure(
             f"{what} needs a CUDA GPU, and torch sees none (torch.cuda.is_available() is False, torch "
@@ -315,9 +315,8 @@ class TRTModule(torch.nn.Module):
         return context
 
     def _prepare(self, loaded: _Loaded, context: trt_t.IExecutionContext, tensors: list[torch.Tensor],
-                 profile: int) -> list[torch.Tensor]:
+                 profile: int, stream: int) -> list[torch.Tensor]:
         """Select the profile, bind inputs, allocate and bind outputs."""
-        stream = torch.cuda.current_stream(loaded.device).cuda_stream
         if getattr(loaded.local, "profile", 0) != profile:
             context.set_optimization_profile_async(profile, stream)
             loaded.local.profile = profile
@@ -339,8 +338,9 @@ class TRTModule(torch.nn.Module):
 
     def _run(self, loaded: _Loaded, context: trt_t.IExecutionContext, tensors: list[torch.Tensor],
              profile: int) -> list[torch.Tensor]:
-        outputs = self._prepare(loaded, context, tensors, profile)
-        if not context.execute_async_v3(torch.cuda.current_stream(loaded.device).cuda_stream):
+        stream = torch.cuda.current_stream(loaded.device).cuda_stream
+        outputs = self._prepare(loaded, context, tensors, profile, stream)
+        if not context.execute_async_v3(stream):
             raise EngineCompatibilityError(failure(
                 "TensorRT's execute_async_v3 failed", "a successful enqueue",
                 "read the TensorRT error in the log 'torchtrt_ext.backend'; check plugins and input shapes"))
