@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
 import onnx
+import torch
 
 from torchtrt_ext.backend.adapter import TRTApi, load_backend
 from torchtrt_ext.backend.engine import TRT_DTYPE_NAMES, Engine, EngineMetadata, TensorInfo, atomic_write, plugin_ids
@@ -83,7 +84,6 @@ def graph_inputs(model: onnx.ModelProto) -> dict[str, GraphShape]:
 def current_gpu() -> tuple[str | None, str | None]:
     """(name, "major.minor") of torch's current CUDA device, or (None, None) without one."""
     try:
-        import torch
         if not torch.cuda.is_available():
             return None, None
         index = torch.cuda.current_device()
@@ -94,8 +94,8 @@ def current_gpu() -> tuple[str | None, str | None]:
 
 
 def default_workspace() -> int:
+    """The builder's workspace cap in bytes: ``DEFAULT_WORKSPACE``, or half the current GPU's memory when less."""
     try:
-        import torch
         if torch.cuda.is_available():
             total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
             return int(min(DEFAULT_WORKSPACE, total // 2))
