@@ -25,9 +25,6 @@ import torch
 from torchtrt_ext.errors import InvalidInputError, failure
 from torchtrt_ext.validate import as_callable, format_table
 
-MODES = ("cuda", "cpu")
-
-
 @dataclasses.dataclass(frozen=True)
 class BenchmarkRow:
     """One candidate's timings in milliseconds (None when it failed)."""
