@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import importlib
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,11 +25,11 @@ import onnx
 
 from torchtrt_ext import _native
 from torchtrt_ext.backend.adapter import TRTApi
+from torchtrt_ext.backend.python_plugins import complete_optional_inputs, register_python_plugins
 from torchtrt_ext.errors import (
     BuildError,
     InvalidInputError,
     LibraryNotFoundError,
-    MissingDependencyError,
     TorchTRTExtError,
     failure,
 )
@@ -41,8 +40,6 @@ log = logging.getLogger("torchtrt_ext.backend")
 
 PLUGIN_MODES = ("auto", "cpp", "python", "decompose")
 STANDARD_DOMAINS = ("", "ai.onnx")
-_PYTHON_PLUGINS_MODULE = "torchtrt_ext.backend.python_plugins"
-_PYTHON_PLUGINS_ENTRY = "register_python_plugins"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,31 +169,14 @@ def resolve_plugin_mode(requested: str, api: TRTApi, model: onnx.ModelProto) -> 
 
 
 def python_plugins_entry() -> Callable[[], Any]:
-    """The function registering the Python TensorRT plugins; raises MissingDependencyError when absent."""
-    try:
-        module = importlib.import_module(_PYTHON_PLUGINS_MODULE)
-    except ModuleNotFoundError as exc:
-        if exc.name != _PYTHON_PLUGINS_MODULE:
-            raise MissingDependencyError(failure(
-                f"the Python plugins need {exc.name}, which is not installed", "tensorrt >= 10.6 (tensorrt.plugin)",
-                "pip install 'torchtrt_ext[trt]', or use plugins='cpp' / 'decompose'")) from None
-        raise MissingDependencyError(failure(
-            f"the Python plugin mode is not available in this torchtrt_ext build ({_PYTHON_PLUGINS_MODULE} is "
-            "missing)", "torchtrt_ext with Python plugins", "use plugins='cpp' or plugins='decompose'")) from None
-    entry = getattr(module, _PYTHON_PLUGINS_ENTRY, None)
-    if not callable(entry):
-        raise MissingDependencyError(failure(
-            f"{_PYTHON_PLUGINS_MODULE} has no {_PYTHON_PLUGINS_ENTRY}()", "the registration entry point",
-            "use plugins='cpp' or plugins='decompose'"))
-    return entry  # type: ignore[no-any-return]
+    """The function registering the Python TensorRT plugins (it raises MissingDependencyError without TensorRT)."""
+    return register_python_plugins
 
 
 def prepare_graph(model: onnx.ModelProto, plan: PluginPlan) -> onnx.ModelProto:
     """The graph to parse: decomposed when the plan says so; with Python plugins, every optional input present (a
     tensorrt.plugin has a fixed input count: absent ones become empty placeholders); else unchanged."""
     if plan.mode == "python":
-        from torchtrt_ext.backend.python_plugins import complete_optional_inputs
-
         return complete_optional_inputs(model)
     if plan.mode != "decompose":
         return model
