@@ -49,14 +49,15 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
-from torchtrt_ext.ops._spec import DOMAIN, DOMAIN_VERSION, get_op
+from torchtrt_ext.ops._spec import DOMAIN, DOMAIN_VERSION
+from torchtrt_ext.ops.l2norm import SPEC as L2NORM_SPEC
 
 LOGGER = logging.getLogger("torchtrt_ext")
 
 NO_CLAMP_EPS = float(np.finfo(np.float32).tiny)
 """eps given to a fused normalization that had no clamp: the smallest normal float32 (see module doc)."""
 
-_L2NORM_DTYPES = ("float32", "float16", "bfloat16")  # the op's type constraint (ops/l2norm.py SPEC.dtypes)
+_L2NORM_DTYPES = tuple(str(d).removeprefix("torch.") for d in L2NORM_SPEC.dtypes)  # the op's type constraint
 _FLOAT_ONNX_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
                      onnx.TensorProto.DOUBLE}
 _REDUCTIONS = ("ReduceL2", "ReduceSumSquare", "ReduceSum")
@@ -406,7 +407,7 @@ def _normalized_axis(axis: int, x: gs.Tensor) -> int:
 
 def _make_node(match: _Match, name: str, output: str) -> onnx.NodeProto:
     """The L2Norm node, built by the op's own spec (attribute names, checks, plugin fields)."""
-    return get_op("L2Norm").spec.make_node([match.x.name], [output], name=name,
+    return L2NORM_SPEC.make_node([match.x.name], [output], name=name,
                                            axis=_normalized_axis(match.axis, match.x), eps=match.eps)
 
 
