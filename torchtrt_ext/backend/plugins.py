@@ -79,7 +79,8 @@ def custom_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
     return [n for n in all_nodes(model) if n.domain == DOMAIN]
 
 
-def _attr(node: onnx.NodeProto, name: str, default: str) -> str:
+def node_attr(node: onnx.NodeProto, name: str, default: str) -> str:
+    """The attribute ``name`` of ``node`` as a string (``default`` when the node does not have it)."""
     for a in node.attribute:
         if a.name == name:
             value = onnx.helper.get_attribute_value(a)
@@ -89,7 +90,7 @@ def _attr(node: onnx.NodeProto, name: str, default: str) -> str:
 
 def plugin_ops(model: onnx.ModelProto) -> tuple[tuple[str, str, str], ...]:
     """(op_type, plugin_version, plugin_namespace) for each distinct custom op in the model, sorted."""
-    return tuple(sorted({(n.op_type, _attr(n, "plugin_version", "1"), _attr(n, "plugin_namespace", DOMAIN))
+    return tuple(sorted({(n.op_type, node_attr(n, "plugin_version", "1"), node_attr(n, "plugin_namespace", DOMAIN))
                          for n in custom_nodes(model)}))
 
 

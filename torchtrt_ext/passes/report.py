@@ -21,8 +21,20 @@ from typing import Any
 import onnx
 from onnx import helper
 
-from torchtrt_ext.ops._spec import DOMAIN
+from torchtrt_ext import _native
+from torchtrt_ext.backend import adapter
+from torchtrt_ext.backend.builder import parser_errors
+from torchtrt_ext.backend.plugins import (
+    all_nodes,
+    assert_plugin_free,
+    node_attr,
+    non_standard_nodes,
+    python_plugins_entry,
+)
+from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, MissingDependencyError, failure
+from torchtrt_ext.ops._spec import DOMAIN, registered_ops
 from torchtrt_ext.passes import trt_op_support as table
+from torchtrt_ext.passes.shapes import infer_shapes
 
 LOGGER = logging.getLogger("torchtrt_ext")
 CHECKERS = ("auto", "parser", "table")
@@ -132,31 +144,17 @@ def _custom_op_remedies(node: onnx.NodeProto, backend: str, known: bool, why_mis
 
 
 # -------------------------------------------------------------------------------------------------- custom nodes
-def _attr(node: onnx.NodeProto, name: str, default: str) -> str:
-    for a in node.attribute:
-        if a.name == name:
-            value = helper.get_attribute_value(a)
-            return value.decode() if isinstance(value, bytes) else str(value)
-    return default
-
-
 def _plugin_availability(backend: str) -> tuple[bool, str]:
     """(available, how or why not) for the torchtrt_ext plugins on ``backend``."""
     if backend == "tensorrt_rtx":
         return False, ("TensorRT-RTX aborts the process on any plugin node, so torchtrt_ext never gives it one; "
                        "use backend='tensorrt' with the plugin library")
-    from torchtrt_ext import _native
-    from torchtrt_ext.errors import LibraryNotFoundError, MissingDependencyError
-
     try:
         return True, f"C++ plugin library {_native.plugin_library_path()}"
     except LibraryNotFoundError as exc:
         cpp_missing = str(exc)
     try:
-        from torchtrt_ext.backend.adapter import backend_available
-        from torchtrt_ext.backend.plugins import python_plugins_entry
-
-        if backend_available("tensorrt"):
+        if adapter.backend_available("tensorrt"):
             python_plugins_entry()
             return True, "Python plugins (tensorrt.plugin)"
         python_missing = "tensorrt is not importable"
@@ -169,7 +167,6 @@ def _plugin_availability(backend: str) -> tuple[bool, str]:
 def _custom_findings(nodes: list[onnx.NodeProto], backend: str) -> list[Finding]:
     if not nodes:
         return []
-    from torchtrt_ext.ops import registered_ops
 
     known_ops = registered_ops()
     available, how = _plugin_availability(backend)
@@ -178,7 +175,7 @@ def _custom_findings(nodes: list[onnx.NodeProto], backend: str) -> list[Finding]
         name = node.name or f"<unnamed {node.op_type}>"
         if node.domain == DOMAIN:
             known = node.op_type in known_ops
-            version, namespace = _attr(node, "plugin_version", "?"), _attr(node, "plugin_namespace", "?")
+            version, namespace = node_attr(node, "plugin_version", "?"), node_attr(node, "plugin_namespace", "?")
             plugin = f"plugin {node.op_type} v{version} ({namespace})"
             if available and known:
                 findings.append(Finding(name, node.op_type, node.domain, "plugin available", False, f"{plugin}: {how}"))
@@ -198,8 +195,6 @@ def _custom_findings(nodes: list[onnx.NodeProto], backend: str) -> list[Finding]
 # ------------------------------------------------------------------------------------------------ standard nodes
 def _without_custom_nodes(model: onnx.ModelProto, custom: list[onnx.NodeProto]) -> onnx.ModelProto:
     """A copy where each custom node is cut out: its outputs become graph inputs (typed by shape inference)."""
-    from torchtrt_ext.passes.shapes import infer_shapes
-
     try:
         inferred = infer_shapes(model)
     except Exception:  # noqa: BLE001 - an unknown custom op can trip inference; cut with what we know
@@ -237,7 +232,6 @@ def _without_custom_nodes(model: onnx.ModelProto, custom: list[onnx.NodeProto]) 
 
 def _quiet_logger(trt: Any) -> Any:
     """An ILogger sending TensorRT's messages to DEBUG on the torchtrt_ext logger."""
-
     class _Quiet(trt.ILogger):  # type: ignore[misc, name-defined]
         def __init__(self) -> None:
             trt.ILogger.__init__(self)
@@ -249,10 +243,7 @@ def _quiet_logger(trt: Any) -> Any:
 
 
 def _parser_findings(model: onnx.ModelProto, backend: str) -> tuple[list[Finding], str]:
-    from torchtrt_ext.backend import assert_plugin_free, load_backend
-    from torchtrt_ext.backend.builder import parser_errors
-
-    api = load_backend(backend)
+    api = adapter.load_backend(backend)
     assert_plugin_free(model, api)  # last line of defence: RTX must never see a plugin node
     logger = _quiet_logger(api.trt)  # parse errors are the expected answer here, not log noise
     builder = api.trt.Builder(logger)
@@ -299,11 +290,8 @@ def report(model: onnx.ModelProto, backend: str = "tensorrt", *, checker: str = 
         a DoctorReport; print it (``to_table``) or serialize it (``to_json``). ``report.ok`` is True when nothing
         blocks the build.
     """
-    from torchtrt_ext.backend.adapter import backend_available, check_backend_name
-    from torchtrt_ext.backend.plugins import all_nodes, non_standard_nodes
-    from torchtrt_ext.errors import InvalidInputError, failure
 
-    check_backend_name(backend)
+    adapter.check_backend_name(backend)
     if checker not in CHECKERS:
         raise InvalidInputError(failure(f"checker={checker!r} is not a checker", f"one of {CHECKERS}",
                                         "pass checker='auto'"))
@@ -311,7 +299,7 @@ def report(model: onnx.ModelProto, backend: str = "tensorrt", *, checker: str = 
     custom_ids = {id(n) for n in custom}
     standard = [n for n in all_nodes(model) if id(n) not in custom_ids]
     opset = _default_opset(model)
-    use_parser = checker == "parser" or (checker == "auto" and backend_available(backend))
+    use_parser = checker == "parser" or (checker == "auto" and adapter.backend_available(backend))
     top_level = {id(n) for n in model.graph.node}
     if use_parser and all(id(n) in top_level for n in custom):
         findings, checked_with = _parser_findings(_without_custom_nodes(model, custom), backend)
