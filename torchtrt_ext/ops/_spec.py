@@ -184,9 +184,14 @@ class OpSpec:
     torch_name: str = ""
 
     @property
+    def op_name(self) -> str:
+        """The op's name in the torch.library namespace: ``torch_name``, else the lower-cased ONNX name."""
+        return self.torch_name or self.name.lower()
+
+    @property
     def qualname(self) -> str:
-        """The torch.library name, ``torchtrt_ext::<torch_name>``."""
-        return f"{DOMAIN}::{self.torch_name or self.name.lower()}"
+        """The torch.library name, ``torchtrt_ext::<op_name>``."""
+        return f"{DOMAIN}::{self.op_name}"
 
     def attr(self, name: str) -> Attr:
         """The attribute called ``name``."""
@@ -247,7 +252,7 @@ class CustomOp:
         optional = list(spec.optional_inputs)
         if optional and list(spec.inputs[-len(optional):]) != optional:
             raise OpDefinitionError(f"op {spec.name}: optional inputs {optional} must be the last inputs")
-        if spec.qualname.split("::")[1] in _DEFINED or onnx.defs.has(spec.name, DOMAIN):
+        if spec.op_name in _DEFINED or onnx.defs.has(spec.name, DOMAIN):
             raise OpDefinitionError(f"op {spec.name}: already defined in this process; define each op once")
 
     def _torch_schema(self) -> str:
@@ -255,11 +260,11 @@ class CustomOp:
         args = [f"Tensor{'?' if n in spec.optional_inputs else ''} {n}" for n in spec.inputs]
         args += [f"{_KINDS[a.kind][1]} {a.name}" for a in spec.attrs]
         outs = "Tensor" if len(spec.outputs) == 1 else "(" + ", ".join(["Tensor"] * len(spec.outputs)) + ")"
-        return f"{spec.qualname.split('::')[1]}({', '.join(args)}) -> {outs}"
+        return f"{spec.op_name}({', '.join(args)}) -> {outs}"
 
     def _register_torch_op(self) -> None:
         spec = self.spec
-        name = spec.qualname.split("::")[1]
+        name = spec.op_name
         _LIBRARY.define(self._torch_schema())
         n_in = len(spec.inputs)
 

@@ -120,7 +120,7 @@ def _standard_op_remedies(op_type: str, why: str) -> tuple[str, ...]:
             f"a different mapping at export: {export} (a torch.onnx custom_translation_table entry or symbolic "
             "also works without touching model code)",
             "decomposition: define the op with torchtrt_ext.ops.define_op and a decomposition into supported ONNX "
-            f"ops; passes.decompose_custom_ops then replaces it",
+            "ops; passes.decompose_custom_ops then replaces it",
             f"a plugin: an IPluginV3 registered as {op_type!r} and loaded before the build")
 
 
