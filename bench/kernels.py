@@ -62,6 +62,10 @@ def main() -> int:
                 "kernel": lambda: l2norm_cuda(x, axis, EPS, out=out),
             }
             if not args.no_compile:
+                # a fresh compile per case: recompiles of one function past dynamo's cache limit (8) silently run
+                # eager PyTorch instead, which made the compile column of later cases meaningless
+                torch._dynamo.reset()
+
                 def reference_expr(t: torch.Tensor, d: int = dim) -> torch.Tensor:
                     return eager_l2norm(t, d)
 

@@ -1,21 +1,28 @@
 // L2Norm kernels behind the extern "C" launchers of l2norm.h.
 //
-// Four kernels, one plan chooses among them from the [outer, reduced, inner] view:
-//   * rows         inner == 1 (last axis): a group of `lanes` threads (1..32, inside one warp) owns a row, holds it
-//                  in registers with 16-byte loads, reduces with warp shuffles, scales and stores: one read, one write.
-//   * cols_smem    inner > 1 (NCHW channel axis), 16-byte aligned: a block owns a tile [reduced, tx * VEC] of one
-//                  outer slice, staged in shared memory by cp.async (no registers held while loading), so 3-6 blocks
-//                  per SM overlap their load / reduce / store phases; partial sums meet in shared memory. One read
-//                  of HBM, one write. Used while the tile fits in shared memory (reduced up to ~7000).
-//   * cols_cached  the same tile held in registers (R rows of VEC columns per thread): unaligned data (VEC = 1),
-//                  long rows (inner == 1, reduced > 32 * 16 vectors) and tiles too tall for shared memory.
+// Five kernels; one plan chooses among them from the [outer, reduced, inner] view and the device (SM count, shared
+// memory per block):
+//   * rows         inner == 1 (last axis): `lanes` threads own a row (16 elements per lane, up to 512 lanes; a row
+//                  wider than a warp has its block to itself and its warps meet in shared memory), hold it in
+//                  registers with 16-byte loads, reduce, scale and store: one read, one write.
+//   * cols_pipe    inner > 1, 512 < reduced <= 1024, 16-byte aligned: a persistent block holds tile k [reduced, 64 B]
+//                  in registers while tile k + 1 lands in shared memory by cp.async, two blocks per SM, so HBM always
+//                  has a tile in flight. One read, one write.
+//   * cols_smem    inner > 1, 16-byte aligned: a block owns a tile [reduced, tx * VEC] of one outer slice, staged in
+//                  shared memory by cp.async (no registers held while loading), so 3-6 blocks per SM overlap their
+//                  load / reduce / store phases; partial sums meet in shared memory. Used while the tile fits in
+//                  shared memory (reduced up to ~7000 on an H200).
+//   * cols_cached  the same tile held in registers (R rows of VEC columns per thread): small tensors (one wave of
+//                  blocks, where staging latency shows), unaligned data (VEC = 1), long rows (inner == 1) and tiles
+//                  too tall for shared memory.
 //   * cols_twopass the fallback for any reduced: the same tile, read once for the sums of squares and once more
 //                  to scale (the second read mostly hits L2 while the tile is small).
-// Measured on an H200 (bench/kernels.py, time / x.clone() time): the register-cached column kernel leaves HBM idle
-// while a block reduces (its registers hold the tile, nothing else is in flight): 1.05-1.45x at C = 256..1024, worst
-// for fp16 and C = 1024; staged in shared memory: 1.04-1.06x at C = 256, 1.13-1.20x at C = 1024 (4x1024x64x64).
-// Tried and dropped: thread-block clusters splitting C over 2-8 blocks (no gain), L2 prefetch of the next tile with
-// a persistent grid (small gain, lost to evict-first load/store hints, which cost 5-15%).
+// Measured on an H200 with bench/kernels.py (time / x.clone() time, 2026-11-29): 4x1024x64x64 1.06-1.08 (cols_pipe;
+// cols_smem gave 1.12-1.18: 1024 tiles of 64 KB in 2.6 waves, no overlap inside a block), 8x256x128x128 1.04-1.05
+// (cols_smem), 8x4096x1024 last axis 1.01-1.02 (rows, 64 lanes per row; a warp per row gave 1.02-1.05).
+// Tried and dropped: thread-block clusters splitting C over 2-4 blocks with partial sums through distributed shared
+// memory (1.2x and worse), 2-4 shared-memory stages per persistent block (1.11-1.15x at C = 1024), evict-first load
+// and store hints (5-15% slower), 32-byte tile rows (1.45x and worse: DRAM bursts are wider).
 // All arithmetic is FP32; data are float, __half or __nv_bfloat16.
 #include "kernels/l2norm.h"
 #include "kernels/numeric.cuh"
@@ -26,6 +33,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 namespace torchtrt_ext {
 namespace l2norm_detail {
@@ -33,6 +41,8 @@ namespace l2norm_detail {
 constexpr int kWarp = 32;
 constexpr int kMaxPerThread = 16;       // registers cache at most 16 vectors (256 bytes) per thread
 constexpr int kMaxCachedThreads = 512;  // __launch_bounds__ of the register-caching kernels: <= 128 registers
+constexpr int kPipeThreads = 256;       // colsPipe block: 4 x 64 threads, two blocks per SM
+constexpr int kPipeRows = 16;           // colsPipe rows per thread (R): reduced <= 16 * 64
 constexpr int64_t kMaxGrid = 0x7fffffff;
 
 template <typename T, int VEC>
@@ -69,33 +79,70 @@ __device__ __forceinline__ float invNorm(float sumsq, float eps) {
 template <typename T, int VEC>
 __device__ __forceinline__ Pack<T, VEC> scaled(Pack<T, VEC> const& in, float const (&inv)[VEC]) {
     Pack<T, VEC> out;
+    if constexpr (std::is_same_v<T, __nv_bfloat16> && VEC % 2 == 0) {
+        // two elements per conversion into one 32-bit register: element-wise __float2bfloat16_rn goes through 16-bit
+        // registers, and the compiler then spills the packs the register-caching kernels hold
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) out.v[j] = fromF32<T>(toF32(in.v[j]) * inv[j]);
+        for (int j = 0; j < VEC; j += 2) {
+            __nv_bfloat162 const two =
+                __floats2bfloat162_rn(elementF32(in, j) * inv[j], elementF32(in, j + 1) * inv[j + 1]);
+            __builtin_memcpy(&out.v[j], &two, sizeof(two));
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) out.v[j] = fromF32<T>(elementF32(in, j) * inv[j]);
+    }
     return out;
+}
+
+// One 16-byte store kept in program order by the asm (on an H200 1-3% faster than the compiler's own schedule of
+// the same st.global.v4, measured on every case of bench/kernels.py); other packs are plain stores.
+template <typename T, int VEC>
+__device__ __forceinline__ void storePack(T* p, Pack<T, VEC> const& v) {
+    if constexpr (sizeof(T) * VEC == 16) {
+        uint32_t w[4];
+        __builtin_memcpy(w, &v, sizeof(w));
+        asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(__cvta_generic_to_global(p)), "r"(w[0]),
+                     "r"(w[1]), "r"(w[2]), "r"(w[3])
+                     : "memory");
+    } else {
+        *reinterpret_cast<Pack<T, VEC>*>(p) = v;
+    }
 }
 
 template <typename T, int VEC>
 __device__ __forceinline__ void storeScaled(T* p, Pack<T, VEC> const& in, float const (&inv)[VEC]) {
-    *reinterpret_cast<Pack<T, VEC>*>(p) = scaled(in, inv);
+    storePack<T, VEC>(p, scaled(in, inv));
+}
+
+// Adds the squares of a pack's elements to acc[j] (column j of the pack).
+template <typename T, int VEC>
+__device__ __forceinline__ void addSquares(Pack<T, VEC> const& v, float (&acc)[VEC]) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+        float const f = elementF32(v, j);
+        acc[j] = fmaf(f, f, acc[j]);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// rows: inner == 1. blockDim.x = lanes * rowsPerBlock; lanes is a power of two <= 32, so a row never spans warps.
+// rows: inner == 1. A row belongs to `lanes` threads (a power of two <= kMaxRowLanes); blockDim.x = lanes * rows per
+// block, and a row wider than a warp is alone in its block (its warps combine their sums in shared memory).
 // Element e of a row lives in lane (e / VEC) % lanes, vector slot (e / VEC) / lanes: a group's loads are contiguous.
 template <typename T, int VEC, int NV>
-__global__ void __launch_bounds__(kMaxCachedThreads) l2normRowsKernel(T const* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t reduced,
-                                 int lanes, float eps) {
+__global__ void __launch_bounds__(kMaxCachedThreads)
+    l2normRowsKernel(T const* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t reduced, int lanes, float eps) {
+    __shared__ float warpSums[kMaxCachedThreads / kWarp];
     int const lane = static_cast<int>(threadIdx.x) & (lanes - 1);
     int const rowsPerBlock = static_cast<int>(blockDim.x) / lanes;
     int const sub = static_cast<int>(threadIdx.x) / lanes;
-    // every thread of the block runs the same number of iterations: shuffles below see full warps
+    // every thread of the block runs the same number of iterations: shuffles and barriers see the whole block
     for (int64_t base = static_cast<int64_t>(blockIdx.x) * rowsPerBlock; base < rows;
          base += static_cast<int64_t>(gridDim.x) * rowsPerBlock) {
         int64_t const row = base + sub;
         bool const rowOk = row < rows;
         T const* xr = x + (rowOk ? row : 0) * reduced;
         Pack<T, VEC> v[NV];
-        float ss = 0.f;
 #pragma unroll
         for (int k = 0; k < NV; ++k) {
             int64_t const e = (static_cast<int64_t>(k) * lanes + lane) * VEC;
@@ -105,17 +152,25 @@ __global__ void __launch_bounds__(kMaxCachedThreads) l2normRowsKernel(T const* _
                 zeroPack(v[k]);
             }
         }
+        float ss = 0.f;
 #pragma unroll
         for (int k = 0; k < NV; ++k) {
 #pragma unroll
             for (int j = 0; j < VEC; ++j) {
-                float const f = toF32(v[k].v[j]);
+                float const f = elementF32(v[k], j);
                 ss = fmaf(f, f, ss);
             }
         }
 #pragma unroll
         for (int k = 0; k < NV; ++k) keepPacked(v[k]);
-        for (int m = lanes >> 1; m > 0; m >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, m);
+        for (int m = min(lanes, kWarp) >> 1; m > 0; m >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, m);
+        if (lanes > kWarp) {
+            if ((threadIdx.x & (kWarp - 1)) == 0) warpSums[threadIdx.x / kWarp] = ss;
+            __syncthreads();
+            ss = 0.f;
+            for (int w = 0; w < lanes / kWarp; ++w) ss += warpSums[w];
+            __syncthreads();  // warpSums is rewritten by the next row
+        }
         float inv[VEC];
         float const s = invNorm(ss, eps);
 #pragma unroll
@@ -203,13 +258,7 @@ __global__ void __launch_bounds__(kMaxCachedThreads)
 #pragma unroll
         for (int j = 0; j < VEC; ++j) acc[j] = 0.f;
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-#pragma unroll
-            for (int j = 0; j < VEC; ++j) {
-                float const f = toF32(v[r].v[j]);
-                acc[j] = fmaf(f, f, acc[j]);
-            }
-        }
+        for (int r = 0; r < R; ++r) addSquares<T, VEC>(v[r], acc);
 #pragma unroll
         for (int r = 0; r < R; ++r) keepPacked(v[r]);
         float inv[VEC];
@@ -223,19 +272,27 @@ __global__ void __launch_bounds__(kMaxCachedThreads)
     }
 }
 
-// 16 bytes global -> shared without passing through registers (cp.async, sm_80+; a plain copy before that).
+// 16 bytes global -> shared without passing through registers (cp.async, sm_80+; a plain copy before that). The
+// L2::256B prefetch hint pulls the neighbouring columns, which the next tiles read, into L2 in the same DRAM burst
+// (1-3% on an H200 for 64-byte tile rows). The memory clobber keeps this thread's earlier reads of the same slot
+// before the copy that overwrites it.
 __device__ __forceinline__ void copyAsync16(void* dst, void const* src) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     uint32_t const d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
 #else
     *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<uint4 const*>(src);
 #endif
 }
 
-__device__ __forceinline__ void copyAsyncWaitAll() {
+__device__ __forceinline__ void copyAsyncCommit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+__device__ __forceinline__ void copyAsyncWaitAll() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 #endif
 }
@@ -268,15 +325,9 @@ __global__ void __launch_bounds__(kMaxCachedThreads)
         for (int j = 0; j < VEC; ++j) acc[j] = 0.f;
         if (colOk) {
             for (int64_t c = ty; c < reduced; c += by) copyAsync16(tile + c * cb + slot, xo + c * inner);
+            copyAsyncCommit();
             copyAsyncWaitAll();
-            for (int64_t c = ty; c < reduced; c += by) {
-                Pack<T, VEC> const v = loadPack<T, VEC>(tile + c * cb + slot);
-#pragma unroll
-                for (int j = 0; j < VEC; ++j) {
-                    float const f = toF32(v.v[j]);
-                    acc[j] = fmaf(f, f, acc[j]);
-                }
-            }
+            for (int64_t c = ty; c < reduced; c += by) addSquares<T, VEC>(loadPack<T, VEC>(tile + c * cb + slot), acc);
         }
         float inv[VEC];
         columnInvNorm<VEC>(acc, inv, eps, scratch);
@@ -286,6 +337,76 @@ __global__ void __launch_bounds__(kMaxCachedThreads)
                 storeScaled<T, VEC>(yo + c * inner, loadPack<T, VEC>(tile + c * cb + slot), inv);
             }
         }
+    }
+}
+
+// colsPipe: a persistent colsCached whose next tile already lands in shared memory (cp.async) while this one is
+// reduced and stored from registers, so every block keeps a tile in flight. R rows of VEC columns per thread
+// (R * blockDim.y >= reduced); dynamic smem: the staged tile (reduced * tx * 16 bytes, see colsSmemTileBytes), then the
+// reduction scratch. A thread reads back only the slots it copied itself, so staging needs no block barrier.
+template <typename T, int VEC, int R>
+__global__ void __launch_bounds__(kPipeThreads, 2)
+    l2normColsPipeKernel(T const* __restrict__ x, T* __restrict__ y, int64_t outer, int64_t reduced, int64_t inner,
+                         int64_t tilesPerOuter, float eps, int64_t tileBytes) {
+    static_assert(sizeof(T) * VEC == 16, "16-byte vectors only");
+    extern __shared__ __align__(16) unsigned char smemRaw[];
+    T* tile = reinterpret_cast<T*>(smemRaw);
+    float* scratch = reinterpret_cast<float*>(smemRaw + tileBytes);
+    int64_t const ty = threadIdx.y;
+    int64_t const by = blockDim.y;
+    int64_t const cb = static_cast<int64_t>(blockDim.x) * VEC;
+    int64_t const slot = static_cast<int64_t>(threadIdx.x) * VEC;
+    int64_t const tiles = outer * tilesPerOuter;
+    // offset of this thread's first element in tile t; -1 past the last tile or past the last column
+    auto offsetOf = [&](int64_t t) -> int64_t {
+        if (t >= tiles) return -1;
+        int64_t const o = t / tilesPerOuter;
+        int64_t const col = (t - o * tilesPerOuter) * cb + slot;
+        return col < inner ? o * reduced * inner + col : -1;
+    };
+    auto stage = [&](int64_t offset) {
+        if (offset >= 0) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                int64_t const c = r * by + ty;
+                if (c < reduced) copyAsync16(tile + c * cb + slot, x + offset + c * inner);
+            }
+        }
+        copyAsyncCommit();
+    };
+    int64_t offset = offsetOf(blockIdx.x);
+    stage(offset);
+    for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+        copyAsyncWaitAll();
+        Pack<T, VEC> v[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            int64_t const c = r * by + ty;
+            if (offset >= 0 && c < reduced) {
+                v[r] = loadPack<T, VEC>(tile + c * cb + slot);
+            } else {
+                zeroPack(v[r]);
+            }
+        }
+        int64_t const next = offsetOf(t + gridDim.x);
+        stage(next);
+        float acc[VEC];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) acc[j] = 0.f;
+#pragma unroll
+        for (int r = 0; r < R; ++r) addSquares<T, VEC>(v[r], acc);
+#pragma unroll
+        for (int r = 0; r < R; ++r) keepPacked(v[r]);
+        float inv[VEC];
+        columnInvNorm<VEC>(acc, inv, eps, scratch);
+        if (offset >= 0) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                int64_t const c = r * by + ty;
+                if (c < reduced) storeScaled<T, VEC>(y + offset + c * inner, v[r], inv);
+            }
+        }
+        offset = next;
     }
 }
 
@@ -314,22 +435,9 @@ __global__ void __launch_bounds__(1024) l2normColsTwoPassKernel(T const* __restr
 #pragma unroll
                 for (int u = 0; u < kUnroll; ++u) v[u] = loadPack<T, VEC>(xo + (c + u * by) * inner);
 #pragma unroll
-                for (int u = 0; u < kUnroll; ++u) {
-#pragma unroll
-                    for (int j = 0; j < VEC; ++j) {
-                        float const f = toF32(v[u].v[j]);
-                        acc[j] = fmaf(f, f, acc[j]);
-                    }
-                }
+                for (int u = 0; u < kUnroll; ++u) addSquares<T, VEC>(v[u], acc);
             }
-            for (; c < reduced; c += by) {
-                Pack<T, VEC> const v = loadPack<T, VEC>(xo + c * inner);
-#pragma unroll
-                for (int j = 0; j < VEC; ++j) {
-                    float const f = toF32(v.v[j]);
-                    acc[j] = fmaf(f, f, acc[j]);
-                }
-            }
+            for (; c < reduced; c += by) addSquares<T, VEC>(loadPack<T, VEC>(xo + c * inner), acc);
         }
         float inv[VEC];
         columnInvNorm<VEC>(acc, inv, eps, smem);
@@ -346,27 +454,34 @@ __global__ void __launch_bounds__(1024) l2normColsTwoPassKernel(T const* __restr
 // ---------------------------------------------------------------------------------------------------------------
 // Host side: the plan.
 
-enum class Kind : int32_t { kRows = 0, kColsCached = 1, kColsTwoPass = 2, kColsSmem = 3 };
+enum class Kind : int32_t { kRows = 0, kColsCached = 1, kColsTwoPass = 2, kColsSmem = 3, kColsPipe = 4 };
 
 struct Plan {
     Kind kind;
     int32_t vec;        // elements per access: 1 or 16 / sizeof(T)
-    int32_t perThread;  // rows: vectors per lane (NV); colsCached: rows per thread (R); twoPass: unused (1)
+    int32_t perThread;  // rows: vectors per lane (NV); colsCached, colsPipe: rows per thread (R); others: 1
     int32_t tx;         // rows: lanes per row; cols: threads along inner (blockDim.x)
     int32_t ty;         // rows: rows per block; cols: threads along reduced (blockDim.y)
     int64_t grid;
-    size_t smemBytes;
+    size_t smemBytes;   // cols: the reduction scratch (colsSmem and colsPipe add their staged tile at launch)
 };
 
-// Knobs of the heuristic (defaults chosen by measurement on an H200, see bench/kernels.py).
+// What a plan needs to know of the device it runs on (the current device at launch).
+struct Device {
+    int64_t sms;
+    int64_t maxSmemPerBlock;  // opt-in dynamic shared memory of one block
+};
+
+// Knobs of the colsCached / colsTwoPass heuristic (defaults chosen by measurement on an H200, see bench/kernels.py).
 struct Tuning {
     int32_t rowBytes = 128;       // bytes of one channel row a cols block reads (tx * VEC * sizeof(T))
     int32_t rowsPerThread = 8;    // target R of the cols kernels
     int32_t minThreads = 256;     // cols blocks are widened along inner up to this many threads
     int32_t maxThreads = 512;     // cols blocks grow along reduced up to this many threads before R grows
-    int32_t rowsThreads = 128;    // rows kernel block size
-    int32_t rowsVecPerLane = 4;   // target NV of the rows kernel
 };
+
+constexpr int64_t kRowElemsPerLane = 16;  // rows: a lane holds 16 elements (4 fp32 or 2 fp16 vectors)
+constexpr int64_t kRowsBlockThreads = 128;  // rows: block size while a row is at most a warp wide
 
 inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -383,19 +498,67 @@ inline size_t colsSmemBytes(int32_t tx, int32_t ty, int32_t vec) {
     return static_cast<size_t>((partials + 1) * tx * vec) * sizeof(float);
 }
 
-// Bytes of the staged tile of the colsSmem kernel (16-byte vectors).
+// Bytes of the staged tile of the colsSmem and colsPipe kernels (16-byte vectors).
 inline int64_t colsSmemTileBytes(int64_t reduced, int32_t tx) { return reduced * tx * 16; }
 
-constexpr int64_t kMaxSmemPerBlock = 227 * 1024;
-
 inline int64_t maxPerThread(int32_t) { return kMaxPerThread; }
+
+// Columns of 16-byte vectors: x and y aligned and every row of the [reduced, inner] slice a whole number of vectors.
+template <typename T>
+bool vectorColumns(void const* x, void const* y, int64_t inner) {
+    return aligned16(x) && aligned16(y) && inner % static_cast<int64_t>(16 / sizeof(T)) == 0;
+}
+
+// The colsCached plan for small tensors (one wave of 256-thread blocks, reduced <= 512): loads straight into
+// registers, no staging latency. Measured on an H200 at 1x64x80x80: 1.01-1.03x copy (colsSmem 1.04-1.07x).
+template <typename T>
+bool planColumnsSmall(void const* x, void const* y, int64_t outer, int64_t reduced, int64_t inner, Device const& dev,
+                      Plan& p) {
+    constexpr int32_t kVec16 = static_cast<int32_t>(16 / sizeof(T));
+    constexpr int64_t kTy = 32;
+    if (!vectorColumns<T>(x, y, inner) || reduced > kTy * kMaxPerThread) return false;
+    int64_t const tx = std::min<int64_t>(8, pow2Ceil(inner / kVec16));
+    int64_t const tiles = outer * ceilDiv(inner, tx * kVec16);
+    if (tiles > 4 * dev.sms) return false;
+    p = Plan{};
+    p.kind = Kind::kColsCached;
+    p.vec = kVec16;
+    p.tx = static_cast<int32_t>(tx);
+    p.ty = static_cast<int32_t>(kTy);
+    p.perThread = static_cast<int32_t>(pow2Ceil(ceilDiv(reduced, kTy)));
+    p.grid = tiles;
+    p.smemBytes = colsSmemBytes(p.tx, p.ty, p.vec);
+    return true;
+}
+
+// The colsPipe plan (512 < reduced <= 1024): 64-byte tile rows (tx = 4), 64 threads along reduced, 16 rows per thread,
+// a persistent grid of two blocks per SM. Measured on an H200 at 4x1024x64x64: 1.07x copy, where colsSmem (1024 tiles
+// of 64 KB, three blocks per SM, no overlap inside a block) gave 1.18x.
+template <typename T>
+bool planColumnsPipe(void const* x, void const* y, int64_t outer, int64_t reduced, int64_t inner, Device const& dev,
+                     Plan& p) {
+    constexpr int32_t kVec16 = static_cast<int32_t>(16 / sizeof(T));
+    constexpr int32_t kTx = 4;
+    constexpr int32_t kTy = kPipeThreads / kTx;
+    if (!vectorColumns<T>(x, y, inner) || reduced <= 512 || reduced > kPipeRows * kTy) return false;
+    p = Plan{};
+    p.kind = Kind::kColsPipe;
+    p.vec = kVec16;
+    p.perThread = kPipeRows;
+    p.tx = kTx;
+    p.ty = kTy;
+    p.grid = std::min<int64_t>(outer * ceilDiv(inner, kTx * kVec16), 2 * dev.sms);
+    p.smemBytes = colsSmemBytes(p.tx, p.ty, p.vec);
+    return colsSmemTileBytes(reduced, p.tx) + static_cast<int64_t>(p.smemBytes) <= dev.maxSmemPerBlock;
+}
 
 // The colsSmem plan: 16-byte vectors, tiles of tx * 16-byte rows (tx <= 8, at most ~64 KB so that 3 or more
 // blocks share an SM), 256 threads. Returns false when the tile would not fit in shared memory.
 template <typename T>
-bool planColumnsSmem(void const* x, void const* y, int64_t outer, int64_t reduced, int64_t inner, Plan& p) {
+bool planColumnsSmem(void const* x, void const* y, int64_t outer, int64_t reduced, int64_t inner, Device const& dev,
+                     Plan& p) {
     constexpr int32_t kVec16 = static_cast<int32_t>(16 / sizeof(T));
-    if (!aligned16(x) || !aligned16(y) || inner % kVec16 != 0) return false;
+    if (!vectorColumns<T>(x, y, inner)) return false;
     int64_t const colVecsP2 = pow2Ceil(inner / kVec16);
     int64_t tx = std::min<int64_t>(8, colVecsP2);
     while (tx > 2 && colsSmemTileBytes(reduced, static_cast<int32_t>(tx)) > 64 * 1024) tx /= 2;
@@ -408,17 +571,22 @@ bool planColumnsSmem(void const* x, void const* y, int64_t outer, int64_t reduce
     p.ty = static_cast<int32_t>(ty);
     p.grid = std::min<int64_t>(outer * ceilDiv(inner, tx * kVec16), kMaxGrid);
     p.smemBytes = colsSmemBytes(p.tx, p.ty, p.vec);
-    return colsSmemTileBytes(reduced, p.tx) + static_cast<int64_t>(p.smemBytes) <= kMaxSmemPerBlock;
+    return colsSmemTileBytes(reduced, p.tx) + static_cast<int64_t>(p.smemBytes) <= dev.maxSmemPerBlock;
 }
 
 template <typename T>
-Plan planColumns(void const* x, void const* y, int64_t outer, int64_t reduced, int64_t inner, Tuning const& tune) {
+Plan planColumns(void const* x, void const* y, int64_t outer, int64_t reduced, int64_t inner, Device const& dev,
+                 Tuning const& tune) {
     Plan p{};
-    if (inner > 1 && planColumnsSmem<T>(x, y, outer, reduced, inner, p)) return p;
+    if (inner > 1 && (planColumnsSmall<T>(x, y, outer, reduced, inner, dev, p) ||
+                      planColumnsPipe<T>(x, y, outer, reduced, inner, dev, p) ||
+                      planColumnsSmem<T>(x, y, outer, reduced, inner, dev, p))) {
+        return p;
+    }
     p = Plan{};
     int64_t const elem = static_cast<int64_t>(sizeof(T));
     int32_t const vec16 = static_cast<int32_t>(16 / elem);
-    p.vec = (aligned16(x) && aligned16(y) && inner % vec16 == 0) ? vec16 : 1;
+    p.vec = vectorColumns<T>(x, y, inner) ? vec16 : 1;
     int64_t const maxR = maxPerThread(p.vec);
     int64_t const maxThreads = std::min<int64_t>(tune.maxThreads, kMaxCachedThreads);
     int64_t const colVecs = ceilDiv(inner, p.vec);
@@ -451,26 +619,28 @@ Plan planColumns(void const* x, void const* y, int64_t outer, int64_t reduced, i
     return p;
 }
 
+// rows (inner == 1): 16 elements per lane, so a row of D elements gets D / 16 lanes (a power of two, at most 512);
+// rows wider than a warp get a block each, narrower ones share 128-thread blocks. Measured on an H200 at 8x4096x1024:
+// 64 lanes per row 1.00x copy in fp32 and fp16, where a warp per row (4 rows per block) gave 1.02-1.05x.
+// Rows longer than 512 lanes x 16 vectors go to the column kernels (a block per row).
 template <typename T>
-Plan makePlan(void const* x, void const* y, int64_t outer, int64_t reduced, int64_t inner, Tuning const& tune) {
-    if (inner != 1) return planColumns<T>(x, y, outer, reduced, inner, tune);
+Plan makePlan(void const* x, void const* y, int64_t outer, int64_t reduced, int64_t inner, Device const& dev,
+              Tuning const& tune) {
+    if (inner != 1) return planColumns<T>(x, y, outer, reduced, inner, dev, tune);
     int32_t const vec16 = static_cast<int32_t>(16 / sizeof(T));
     int32_t const vec = (aligned16(x) && aligned16(y) && reduced % vec16 == 0) ? vec16 : 1;
     int64_t const vecs = ceilDiv(reduced, vec);
     int64_t const maxNv = maxPerThread(vec);
-    if (vecs > kWarp * maxNv) {
-        // long rows: a block per row (the column kernels with inner == 1)
-        return planColumns<T>(x, y, outer, reduced, inner, tune);
-    }
+    if (vecs > kMaxCachedThreads * maxNv) return planColumns<T>(x, y, outer, reduced, inner, dev, tune);
+    int64_t const perLane = std::max<int64_t>(1, kRowElemsPerLane / vec);
+    int64_t const lanes = std::min<int64_t>(kMaxCachedThreads, pow2Ceil(ceilDiv(vecs, perLane)));
+    int64_t const threads = std::max<int64_t>(lanes, kRowsBlockThreads);
     Plan p{};
     p.kind = Kind::kRows;
     p.vec = vec;
-    int64_t const perLane = std::max<int64_t>(1, std::min<int64_t>(tune.rowsVecPerLane, maxNv));
-    int64_t const lanes = std::min<int64_t>(kWarp, pow2Ceil(ceilDiv(vecs, perLane)));
     p.tx = static_cast<int32_t>(lanes);
     p.perThread = static_cast<int32_t>(pow2Ceil(ceilDiv(vecs, lanes)));
-    int32_t const threads = std::min<int32_t>(kMaxCachedThreads, std::max<int32_t>(kWarp, tune.rowsThreads));
-    p.ty = threads / p.tx;
+    p.ty = static_cast<int32_t>(lanes > kWarp ? 1 : threads / lanes);
     p.grid = std::min<int64_t>(ceilDiv(outer, p.ty), kMaxGrid);
     p.smemBytes = 0;
     return p;
@@ -483,30 +653,29 @@ cudaError_t launchFixed(Plan const& p, T const* x, T* y, int64_t outer, int64_t 
     if (p.kind == Kind::kRows) {
         dim3 const block(static_cast<unsigned>(p.tx * p.ty));
         l2normRowsKernel<T, VEC, PT><<<grid, block, 0, stream>>>(x, y, outer, reduced, p.tx, eps);
-    } else {
-        dim3 const block(static_cast<unsigned>(p.tx), static_cast<unsigned>(p.ty));
-        int64_t const tilesPerOuter = ceilDiv(inner, static_cast<int64_t>(p.tx) * VEC);
-        if (p.kind == Kind::kColsCached) {
-            l2normColsCachedKernel<T, VEC, PT>
-                <<<grid, block, p.smemBytes, stream>>>(x, y, outer, reduced, inner, tilesPerOuter, eps);
-        } else if (p.kind == Kind::kColsSmem) {
-            if constexpr (sizeof(T) * VEC == 16) {
-                auto* const kernel = l2normColsSmemKernel<T, VEC>;
-                int64_t const tileBytes = colsSmemTileBytes(reduced, p.tx);
-                size_t const smem = static_cast<size_t>(tileBytes) + p.smemBytes;
-                if (smem > 48 * 1024) {
-                    cudaError_t const status =
-                        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-                    if (status != cudaSuccess) return status;
-                }
-                kernel<<<grid, block, smem, stream>>>(x, y, outer, reduced, inner, tilesPerOuter, eps, tileBytes);
-            } else {
-                return cudaErrorInvalidValue;
-            }
-        } else {
-            l2normColsTwoPassKernel<T, VEC>
-                <<<grid, block, p.smemBytes, stream>>>(x, y, outer, reduced, inner, tilesPerOuter, eps);
+        return cudaGetLastError();
+    }
+    dim3 const block(static_cast<unsigned>(p.tx), static_cast<unsigned>(p.ty));
+    int64_t const tilesPerOuter = ceilDiv(inner, static_cast<int64_t>(p.tx) * VEC);
+    if (p.kind == Kind::kColsCached) {
+        l2normColsCachedKernel<T, VEC, PT>
+            <<<grid, block, p.smemBytes, stream>>>(x, y, outer, reduced, inner, tilesPerOuter, eps);
+    } else if (p.kind == Kind::kColsTwoPass) {
+        l2normColsTwoPassKernel<T, VEC>
+            <<<grid, block, p.smemBytes, stream>>>(x, y, outer, reduced, inner, tilesPerOuter, eps);
+    } else if constexpr (sizeof(T) * VEC == 16) {
+        // colsSmem (PT == 1) and colsPipe (PT == kPipeRows): the staged tile first, then the reduction scratch
+        auto* const kernel = p.kind == Kind::kColsSmem ? l2normColsSmemKernel<T, VEC> : l2normColsPipeKernel<T, VEC, kPipeRows>;
+        int64_t const tileBytes = colsSmemTileBytes(reduced, p.tx);
+        size_t const smem = static_cast<size_t>(tileBytes) + p.smemBytes;
+        if (smem > 48 * 1024) {
+            cudaError_t const status =
+                cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+            if (status != cudaSuccess) return status;
         }
+        kernel<<<grid, block, smem, stream>>>(x, y, outer, reduced, inner, tilesPerOuter, eps, tileBytes);
+    } else {
+        return cudaErrorInvalidValue;
     }
     return cudaGetLastError();
 }
@@ -514,7 +683,7 @@ cudaError_t launchFixed(Plan const& p, T const* x, T* y, int64_t outer, int64_t 
 template <typename T, int VEC>
 cudaError_t launchVec(Plan const& p, T const* x, T* y, int64_t outer, int64_t reduced, int64_t inner, float eps,
                       cudaStream_t stream) {
-    if (p.kind == Kind::kColsTwoPass || p.kind == Kind::kColsSmem) {
+    if (p.kind == Kind::kColsTwoPass || p.kind == Kind::kColsSmem || p.kind == Kind::kColsPipe) {
         return launchFixed<T, VEC, 1>(p, x, y, outer, reduced, inner, eps, stream);
     }
     switch (p.perThread) {
@@ -528,23 +697,27 @@ cudaError_t launchVec(Plan const& p, T const* x, T* y, int64_t outer, int64_t re
 }
 
 // Checks a plan against the kernels' assumptions; false means "do not launch".
-inline bool planIsValid(Plan const& p, int32_t vec16, int64_t reduced, int64_t inner, void const* x, void const* y) {
+inline bool planIsValid(Plan const& p, int32_t vec16, int64_t reduced, int64_t inner, void const* x, void const* y,
+                        Device const& dev) {
     auto const pow2 = [](int64_t v) { return v > 0 && (v & (v - 1)) == 0; };
     if (p.grid < 1 || p.grid > kMaxGrid || !pow2(p.tx) || p.ty < 1) return false;
-    if (p.kind == Kind::kColsSmem) {
-        int64_t const threads = static_cast<int64_t>(p.tx) * p.ty;
-        return p.vec == vec16 && inner % p.vec == 0 && threads % kWarp == 0 && threads <= kMaxCachedThreads &&
-               p.smemBytes == colsSmemBytes(p.tx, p.ty, p.vec) &&
-               colsSmemTileBytes(reduced, p.tx) + static_cast<int64_t>(p.smemBytes) <= kMaxSmemPerBlock;
+    int64_t const threads = static_cast<int64_t>(p.tx) * p.ty;
+    if (p.kind == Kind::kColsSmem || p.kind == Kind::kColsPipe) {
+        bool const shape = p.kind == Kind::kColsSmem
+                               ? p.perThread == 1 && threads <= kMaxCachedThreads
+                               : p.perThread == kPipeRows && threads == kPipeThreads &&
+                                     static_cast<int64_t>(p.perThread) * p.ty >= reduced;
+        return shape && p.vec == vec16 && aligned16(x) && aligned16(y) && inner % p.vec == 0 &&
+               threads % kWarp == 0 && p.smemBytes == colsSmemBytes(p.tx, p.ty, p.vec) &&
+               colsSmemTileBytes(reduced, p.tx) + static_cast<int64_t>(p.smemBytes) <= dev.maxSmemPerBlock;
     }
     if (p.kind != Kind::kColsTwoPass && (!pow2(p.perThread) || p.perThread > maxPerThread(p.vec))) return false;
     if (p.vec != 1 && (p.vec != vec16 || !aligned16(x) || !aligned16(y))) return false;
     if (p.kind == Kind::kRows) {
-        int64_t const threads = static_cast<int64_t>(p.tx) * p.ty;
-        return p.tx <= kWarp && threads % kWarp == 0 && threads <= kMaxCachedThreads && reduced % p.vec == 0 &&
+        return p.tx <= kMaxCachedThreads && (p.tx <= kWarp || p.ty == 1) && threads % kWarp == 0 &&
+               threads <= kMaxCachedThreads && reduced % p.vec == 0 &&
                static_cast<int64_t>(p.perThread) * p.tx * p.vec >= reduced;
     }
-    int64_t const threads = static_cast<int64_t>(p.tx) * p.ty;
     if (threads % kWarp != 0 || threads > 1024 || !pow2(p.ty) || inner % p.vec != 0) return false;
     if (p.smemBytes != colsSmemBytes(p.tx, p.ty, p.vec) || p.smemBytes > 48 * 1024) return false;
     if (p.kind == Kind::kColsCached) {
@@ -555,13 +728,25 @@ inline bool planIsValid(Plan const& p, int32_t vec16, int64_t reduced, int64_t i
 
 template <typename T>
 cudaError_t launchPlan(Plan const& p, void const* x, void* y, int64_t outer, int64_t reduced, int64_t inner, float eps,
-                       cudaStream_t stream) {
+                       Device const& dev, cudaStream_t stream) {
     constexpr int kVec16 = static_cast<int>(16 / sizeof(T));
-    if (!planIsValid(p, kVec16, reduced, inner, x, y)) return cudaErrorInvalidValue;
+    if (!planIsValid(p, kVec16, reduced, inner, x, y, dev)) return cudaErrorInvalidValue;
     T const* xt = static_cast<T const*>(x);
     T* yt = static_cast<T*>(y);
     if (p.vec == 1) return launchVec<T, 1>(p, xt, yt, outer, reduced, inner, eps, stream);
     return launchVec<T, kVec16>(p, xt, yt, outer, reduced, inner, eps, stream);
+}
+
+// The current device's SM count and opt-in shared memory per block.
+inline cudaError_t currentDevice(Device& dev) {
+    int id = 0;
+    int sms = 0;
+    int smem = 0;
+    cudaError_t status = cudaGetDevice(&id);
+    if (status == cudaSuccess) status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, id);
+    if (status == cudaSuccess) status = cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, id);
+    dev = Device{sms, smem};
+    return status;
 }
 
 // Size and pointer checks shared by every launcher; cudaSuccess with `empty` set means nothing to do.
@@ -588,8 +773,11 @@ int32_t l2norm(void const* x, void* y, int64_t outer, int64_t reduced, int64_t i
     bool empty = false;
     cudaError_t status = checkArgs(x, y, outer, reduced, inner, empty);
     if (status != cudaSuccess || empty) return static_cast<int32_t>(status);
-    Plan const plan = makePlan<T>(x, y, outer, reduced, inner, Tuning{});
-    status = launchPlan<T>(plan, x, y, outer, reduced, inner, eps, stream);
+    Device dev{};
+    status = currentDevice(dev);
+    if (status != cudaSuccess) return static_cast<int32_t>(status);
+    Plan const plan = makePlan<T>(x, y, outer, reduced, inner, dev, Tuning{});
+    status = launchPlan<T>(plan, x, y, outer, reduced, inner, eps, dev, stream);
     return static_cast<int32_t>(status);
 }
 

@@ -4,6 +4,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdint>
+#include <type_traits>
+
 namespace torchtrt_ext {
 
 __device__ __forceinline__ float toF32(float v) { return v; }
@@ -24,5 +27,19 @@ template <typename T, int VEC>
 struct alignas(sizeof(T) * VEC) Pack {
     T v[VEC];
 };
+
+// Element j of a pack as FP32 (j a constant once the caller's loop is unrolled). A bf16 pair is read straight from the 32-bit word that holds it (bf16 is the upper half
+// of an fp32): converting element by element unpacks a 16-byte pack into one 16-bit register per element, and the
+// register-caching kernels then spill.
+template <typename T, int VEC>
+__device__ __forceinline__ float elementF32(Pack<T, VEC> const& p, int j) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16> && VEC % 2 == 0) {
+        uint32_t word;
+        __builtin_memcpy(&word, &p.v[j & ~1], sizeof(word));
+        return __uint_as_float((j & 1) ? (word & 0xffff0000u) : (word << 16));
+    } else {
+        return toF32(p.v[j]);
+    }
+}
 
 }  // namespace torchtrt_ext

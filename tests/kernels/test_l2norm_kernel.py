@@ -44,6 +44,15 @@ CASES = [
     ((1 << 16, 24), 1),
     ((1000, 257), 1),
     ((2, 8192, 8), 1),
+    # 512 < C <= 1024 (the pipelined column kernel): a persistent grid looping over tiles, C not a multiple of the
+    # 64 threads along C, a last tile only partly inside the row
+    ((3, 1024, 48, 64), 1),
+    ((6, 600, 20, 24), 1),
+    ((2, 513, 7, 8), 1),
+    # last axis: rows spread over several warps (up to 512 lanes) and rows that end inside a lane's vectors
+    ((3, 32768), 1),
+    ((4, 1000), 1),
+    ((2, 3, 4096), 2),
 ]
 
 
@@ -91,7 +100,7 @@ def test_matches_float64_reference(l2norm_cuda, shape, axis, dtype) -> None:
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).split(".")[-1])
 def test_zero_vectors_give_zeros_not_nan(l2norm_cuda, dtype) -> None:
-    for shape, axis in [((2, 64, 9, 9), 1), ((4, 1024), 1), ((3, 5000, 4), 1), ((2, 3, 4), 1)]:
+    for shape, axis in [((2, 64, 9, 9), 1), ((4, 1024), 1), ((3, 5000, 4), 1), ((2, 3, 4), 1), ((2, 800, 16, 16), 1)]:
         x = torch.randn(shape, device="cuda", dtype=dtype)
         index = [slice(None)] * len(shape)
         index[0] = 0
@@ -141,7 +150,7 @@ def test_non_contiguous_and_misaligned_inputs(l2norm_cuda, dtype) -> None:
 
 
 def test_in_place_output(l2norm_cuda) -> None:
-    for shape, axis in [((2, 64, 20, 20), 1), ((64, 1024), 1), ((2, 4096, 3, 5), 1)]:
+    for shape, axis in [((2, 64, 20, 20), 1), ((64, 1024), 1), ((2, 4096, 3, 5), 1), ((3, 1024, 48, 64), 1)]:
         x = torch.randn(shape, device="cuda")
         ref = reference(x, axis)
         l2norm_cuda(x, axis, EPS, out=x)
