@@ -297,26 +297,44 @@ __device__ __forceinline__ void copyAsyncWaitAll() {
 #endif
 }
 
+// The shared memory of the staged column kernels (colsSmem, colsPipe) and this thread's place in it: the tile
+// [reduced, blockDim.x * VEC] first (tileBytes, see colsSmemTileBytes), then the reduction scratch. Thread (tx, ty) owns
+// the 16-byte slot tx * VEC of rows ty, ty + blockDim.y, ... and reads back only what it copied itself, so staging
+// needs no block barrier.
+template <typename T, int VEC>
+struct StagedTile {
+    static_assert(sizeof(T) * VEC == 16, "16-byte vectors only");
+    T* tile;
+    float* scratch;
+    int64_t ty;
+    int64_t by;
+    int64_t cb;  // columns of the tile
+    int64_t slot;
+
+    __device__ StagedTile(unsigned char* smem, int64_t tileBytes)
+        : tile(reinterpret_cast<T*>(smem)),
+          scratch(reinterpret_cast<float*>(smem + tileBytes)),
+          ty(threadIdx.y),
+          by(blockDim.y),
+          cb(static_cast<int64_t>(blockDim.x) * VEC),
+          slot(static_cast<int64_t>(threadIdx.x) * VEC) {}
+
+    // this thread's slot in row c
+    __device__ T* at(int64_t c) const { return tile + c * cb + slot; }
+};
+
 // colsSmem: like colsCached, but the tile [reduced, tx * VEC] is staged in shared memory by cp.async instead of
 // registers, so a block holds few registers and several blocks per SM overlap their load, reduce and store phases.
-// Every thread reads back only the 16-byte slots it copied itself, so the copy needs no block barrier.
-// Dynamic smem: tileBytes (reduced * tx * 16, see colsSmemTileBytes) then the reduction scratch.
 template <typename T, int VEC>
 __global__ void __launch_bounds__(kMaxCachedThreads)
     l2normColsSmemKernel(T const* __restrict__ x, T* __restrict__ y, int64_t outer, int64_t reduced, int64_t inner,
                          int64_t tilesPerOuter, float eps, int64_t tileBytes) {
-    static_assert(sizeof(T) * VEC == 16, "16-byte vectors only");
     extern __shared__ __align__(16) unsigned char smemRaw[];
-    T* tile = reinterpret_cast<T*>(smemRaw);
-    float* scratch = reinterpret_cast<float*>(smemRaw + tileBytes);
-    int64_t const ty = threadIdx.y;
-    int64_t const by = blockDim.y;
-    int64_t const cb = static_cast<int64_t>(blockDim.x) * VEC;
-    int64_t const slot = static_cast<int64_t>(threadIdx.x) * VEC;
+    StagedTile<T, VEC> const st(smemRaw, tileBytes);
     int64_t const tiles = outer * tilesPerOuter;
     for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
         int64_t const o = t / tilesPerOuter;
-        int64_t const col = (t - o * tilesPerOuter) * cb + slot;
+        int64_t const col = (t - o * tilesPerOuter) * st.cb + st.slot;
         bool const colOk = col < inner;
         int64_t const offset = o * reduced * inner + (colOk ? col : 0);
         T const* xo = x + offset;
@@ -324,17 +342,17 @@ __global__ void __launch_bounds__(kMaxCachedThreads)
 #pragma unroll
         for (int j = 0; j < VEC; ++j) acc[j] = 0.f;
         if (colOk) {
-            for (int64_t c = ty; c < reduced; c += by) copyAsync16(tile + c * cb + slot, xo + c * inner);
+            for (int64_t c = st.ty; c < reduced; c += st.by) copyAsync16(st.at(c), xo + c * inner);
             copyAsyncCommit();
             copyAsyncWaitAll();
-            for (int64_t c = ty; c < reduced; c += by) addSquares<T, VEC>(loadPack<T, VEC>(tile + c * cb + slot), acc);
+            for (int64_t c = st.ty; c < reduced; c += st.by) addSquares<T, VEC>(loadPack<T, VEC>(st.at(c)), acc);
         }
         float inv[VEC];
-        columnInvNorm<VEC>(acc, inv, eps, scratch);
+        columnInvNorm<VEC>(acc, inv, eps, st.scratch);
         if (colOk) {
             T* yo = y + offset;
-            for (int64_t c = ty; c < reduced; c += by) {
-                storeScaled<T, VEC>(yo + c * inner, loadPack<T, VEC>(tile + c * cb + slot), inv);
+            for (int64_t c = st.ty; c < reduced; c += st.by) {
+                storeScaled<T, VEC>(yo + c * inner, loadPack<T, VEC>(st.at(c)), inv);
             }
         }
     }
@@ -342,26 +360,21 @@ __global__ void __launch_bounds__(kMaxCachedThreads)
 
 // colsPipe: a persistent colsCached whose next tile already lands in shared memory (cp.async) while this one is
 // reduced and stored from registers, so every block keeps a tile in flight. R rows of VEC columns per thread
-// (R * blockDim.y >= reduced); dynamic smem: the staged tile (reduced * tx * 16 bytes, see colsSmemTileBytes), then the
-// reduction scratch. A thread reads back only the slots it copied itself, so staging needs no block barrier.
+// (R * blockDim.y >= reduced).
 template <typename T, int VEC, int R>
 __global__ void __launch_bounds__(kPipeThreads, 2)
     l2normColsPipeKernel(T const* __restrict__ x, T* __restrict__ y, int64_t outer, int64_t reduced, int64_t inner,
                          int64_t tilesPerOuter, float eps, int64_t tileBytes) {
-    static_assert(sizeof(T) * VEC == 16, "16-byte vectors only");
     extern __shared__ __align__(16) unsigned char smemRaw[];
-    T* tile = reinterpret_cast<T*>(smemRaw);
-    float* scratch = reinterpret_cast<float*>(smemRaw + tileBytes);
-    int64_t const ty = threadIdx.y;
-    int64_t const by = blockDim.y;
-    int64_t const cb = static_cast<int64_t>(blockDim.x) * VEC;
-    int64_t const slot = static_cast<int64_t>(threadIdx.x) * VEC;
+    StagedTile<T, VEC> const st(smemRaw, tileBytes);
+    int64_t const ty = st.ty;
+    int64_t const by = st.by;
     int64_t const tiles = outer * tilesPerOuter;
     // offset of this thread's first element in tile t; -1 past the last tile or past the last column
     auto offsetOf = [&](int64_t t) -> int64_t {
         if (t >= tiles) return -1;
         int64_t const o = t / tilesPerOuter;
-        int64_t const col = (t - o * tilesPerOuter) * cb + slot;
+        int64_t const col = (t - o * tilesPerOuter) * st.cb + st.slot;
         return col < inner ? o * reduced * inner + col : -1;
     };
     auto stage = [&](int64_t offset) {
@@ -369,7 +382,7 @@ __global__ void __launch_bounds__(kPipeThreads, 2)
 #pragma unroll
             for (int r = 0; r < R; ++r) {
                 int64_t const c = r * by + ty;
-                if (c < reduced) copyAsync16(tile + c * cb + slot, x + offset + c * inner);
+                if (c < reduced) copyAsync16(st.at(c), x + offset + c * inner);
             }
         }
         copyAsyncCommit();
@@ -383,7 +396,7 @@ __global__ void __launch_bounds__(kPipeThreads, 2)
         for (int r = 0; r < R; ++r) {
             int64_t const c = r * by + ty;
             if (offset >= 0 && c < reduced) {
-                v[r] = loadPack<T, VEC>(tile + c * cb + slot);
+                v[r] = loadPack<T, VEC>(st.at(c));
             } else {
                 zeroPack(v[r]);
             }
@@ -398,7 +411,7 @@ __global__ void __launch_bounds__(kPipeThreads, 2)
 #pragma unroll
         for (int r = 0; r < R; ++r) keepPacked(v[r]);
         float inv[VEC];
-        columnInvNorm<VEC>(acc, inv, eps, scratch);
+        columnInvNorm<VEC>(acc, inv, eps, st.scratch);
         if (offset >= 0) {
 #pragma unroll
             for (int r = 0; r < R; ++r) {
