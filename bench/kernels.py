@@ -4,7 +4,8 @@
 
 Cases are those of shared/anchors/l2norm_h200.md. Each timed run is preceded by a write of a 256 MB buffer, which
 evicts the L2 cache (as triton.testing.do_bench does, the method of the anchors), and is timed on the device with a
-pair of CUDA events; the table gives the median and the 95th percentile in µs. GB/s counts one read and one write of
+pair of CUDA events; the methods' runs are interleaved (rep i of each before rep i + 1 of any); the table gives the
+median and the 95th percentile in µs. GB/s counts one read and one write of
 the tensor, the fewest bytes any L2Norm moves. `copy` is x.clone(), the practical bandwidth ceiling.
 Each method's output is also checked against a float64 reference (relative error ||out - ref|| / ||ref||).
 """
@@ -74,10 +75,10 @@ def main() -> int:
             row: dict[str, Any] = {"case": name, "dtype": SHORT[dtype], "shape": "×".join(map(str, shape)), "dim": dim,
                    "MB": nbytes / 2**20}
             for method, fn in methods.items():
-                result = fn()
                 if method != "copy":
-                    row[f"{method}_err"] = rel_error(result, ref)
-                row[f"{method}_p50"], row[f"{method}_p95"] = timer(fn, args.reps)
+                    row[f"{method}_err"] = rel_error(fn(), ref)
+            for method, (p50, p95) in timer.interleaved(methods, args.reps).items():
+                row[f"{method}_p50"], row[f"{method}_p95"] = p50, p95
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     if args.json:
