@@ -191,9 +191,11 @@ __global__ void __launch_bounds__(kMaxCachedThreads)
 // VEC adjacent columns and the rows ty, ty + blockDim.y, ...
 
 // Sums acc[VEC] (this thread's partial sums of squares of its VEC columns) over the block's ty and returns
-// inv[VEC] = 1 / max(sqrt(total), eps). smem: (partials + 1) * tx * VEC floats (see colsSmemBytes).
+// inv[VEC] = 1 / max(sqrt(total), eps). smem: (partials + 1) * tx * VEC floats (see colsSmemBytes). `another`: the
+// block goes on to another tile, which rewrites smem (a block's last tile skips that barrier).
 template <int VEC>
-__device__ __forceinline__ void columnInvNorm(float (&acc)[VEC], float (&inv)[VEC], float eps, float* smem) {
+__device__ __forceinline__ void columnInvNorm(float (&acc)[VEC], float (&inv)[VEC], float eps, float* smem,
+                                              bool another) {
     int const tx = static_cast<int>(threadIdx.x);
     int const ty = static_cast<int>(threadIdx.y);
     int const bx = static_cast<int>(blockDim.x);
@@ -228,7 +230,7 @@ __device__ __forceinline__ void columnInvNorm(float (&acc)[VEC], float (&inv)[VE
     __syncthreads();
 #pragma unroll
     for (int j = 0; j < VEC; ++j) inv[j] = invs[tx * VEC + j];
-    __syncthreads();  // smem is reused by the next tile
+    if (another) __syncthreads();  // smem is reused by the next tile
 }
 
 template <typename T, int VEC, int R>
@@ -264,7 +266,7 @@ __global__ void __launch_bounds__(kMaxCachedThreads)
 #pragma unroll
         for (int r = 0; r < R; ++r) keepPacked(v[r]);
         float inv[VEC];
-        columnInvNorm<VEC>(acc, inv, eps, smem);
+        columnInvNorm<VEC>(acc, inv, eps, smem, t + gridDim.x < tiles);
         T* yo = y + offset;
 #pragma unroll
         for (int r = 0; r < R; ++r) {
@@ -350,7 +352,7 @@ __global__ void __launch_bounds__(kMaxCachedThreads)
             for (int64_t c = st.ty; c < reduced; c += st.by) addSquares<T, VEC>(loadPack<T, VEC>(st.at(c)), acc);
         }
         float inv[VEC];
-        columnInvNorm<VEC>(acc, inv, eps, st.scratch);
+        columnInvNorm<VEC>(acc, inv, eps, st.scratch, t + gridDim.x < tiles);
         if (colOk) {
             T* yo = y + offset;
             for (int64_t c = st.ty; c < reduced; c += st.by) {
@@ -413,7 +415,7 @@ __global__ void __launch_bounds__(kPipeThreads, 2)
 #pragma unroll
         for (int r = 0; r < R; ++r) keepPacked(v[r]);
         float inv[VEC];
-        columnInvNorm<VEC>(acc, inv, eps, st.scratch);
+        columnInvNorm<VEC>(acc, inv, eps, st.scratch, t + gridDim.x < tiles);
         if (offset >= 0) {
 #pragma unroll
             for (int r = 0; r < R; ++r) {
@@ -455,7 +457,7 @@ __global__ void __launch_bounds__(1024) l2normColsTwoPassKernel(T const* x, T* y
             for (; c < reduced; c += by) addSquares<T, VEC>(loadPack<T, VEC>(xo + c * inner), acc);
         }
         float inv[VEC];
-        columnInvNorm<VEC>(acc, inv, eps, smem);
+        columnInvNorm<VEC>(acc, inv, eps, smem, t + gridDim.x < tiles);
         if (colOk) {
             T* yo = y + offset;
 #pragma unroll 4
