@@ -17,9 +17,10 @@
 //                  too tall for shared memory.
 //   * cols_twopass the fallback for any reduced: the same tile, read once for the sums of squares and once more
 //                  to scale (the second read mostly hits L2 while the tile is small).
-// Measured on an H200 with bench/kernels.py (time / x.clone() time, 2026-11-29): 4x1024x64x64 1.06-1.08 (cols_pipe;
+// Measured on an H200 with bench/kernels.py (time / copy time, 2026-11-29): 4x1024x64x64 1.06-1.08 (cols_pipe;
 // cols_smem gave 1.12-1.18: 1024 tiles of 64 KB in 2.6 waves, no overlap inside a block), 8x256x128x128 1.04-1.05
-// (cols_smem), 8x4096x1024 last axis 1.01-1.02 (rows, 64 lanes per row; a warp per row gave 1.02-1.05).
+// (cols_smem), 8x4096x1024 last axis 1.00-1.01 (rows, 64 lanes per row; a warp per row, 4 rows per block, gave
+// 1.02-1.05), 1x64x80x80 5.6-5.9 us against 4.8-5.3 us (cols_cached).
 // Tried and dropped: thread-block clusters splitting C over 2-4 blocks with partial sums through distributed shared
 // memory (1.2x and worse), 2-4 shared-memory stages per persistent block (1.11-1.15x at C = 1024), evict-first load
 // and store hints (5-15% slower), 32-byte tile rows (1.45x and worse: DRAM bursts are wider).
