@@ -34,8 +34,9 @@ Plan plan(void const* x, void const* y, int64_t outer, int64_t reduced, int64_t 
 }
 
 template <typename T>
-bool valid(Plan const& p, void const* x, void const* y, int64_t reduced, int64_t inner, Device const& dev) {
-    return planIsValid(p, static_cast<int32_t>(16 / sizeof(T)), reduced, inner, x, y, dev);
+bool valid(Plan const& p, void const* x, void const* y, int64_t outer, int64_t reduced, int64_t inner,
+           Device const& dev) {
+    return planIsValid(p, static_cast<int32_t>(16 / sizeof(T)), outer, reduced, inner, x, y, dev);
 }
 
 template <typename T>
@@ -53,7 +54,7 @@ void sweep(char const* dtype, int64_t& checked, int64_t& rejected) {
                     for (void const* x : {kAligned, misaligned}) {
                         Plan const p = plan<T>(x, kAligned, outer, reduced, inner, prof.dev);
                         ++checked;
-                        if (!valid<T>(p, x, kAligned, reduced, inner, prof.dev)) {
+                        if (!valid<T>(p, x, kAligned, outer, reduced, inner, prof.dev)) {
                             ++rejected;
                             std::printf("rejected %s %s outer=%lld reduced=%lld inner=%lld aligned=%d kind=%d\n",
                                         dtype, prof.name, static_cast<long long>(outer),

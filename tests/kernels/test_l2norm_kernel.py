@@ -53,6 +53,14 @@ CASES = [
     ((3, 32768), 1),
     ((4, 1000), 1),
     ((2, 3, 4096), 2),
+    # last axis, rows of exactly lanes x 16 elements (the exact-fit kernel, 1 to 512 lanes): row counts that leave
+    # the last 128-thread block part empty, and a large grid
+    ((1000, 16), 1),
+    ((77, 32), 1),
+    ((2, 7, 256), 2),
+    ((5, 3, 512), 2),
+    ((3, 8192), 1),
+    ((100_003, 64), 1),
 ]
 
 
@@ -147,6 +155,8 @@ def test_non_contiguous_and_misaligned_inputs(l2norm_cuda, dtype) -> None:
     for axis in range(3):
         out = run_checked(l2norm_cuda, misaligned, axis)
         assert rel_error(out, reference(misaligned, axis)) < TOL[dtype]
+    rows = flat[1:1 + 4 * 1024].view(4, 1024)  # a power-of-two row length, misaligned: not the exact-fit kernel
+    assert rel_error(run_checked(l2norm_cuda, rows, 1), reference(rows, 1)) < TOL[dtype]
 
 
 def test_in_place_output(l2norm_cuda) -> None:

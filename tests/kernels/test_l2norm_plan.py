@@ -15,7 +15,7 @@ import pytest
 from tests.plugins._plugin_harness import ROOT, cuda_home
 
 SOURCE = Path(__file__).resolve().parent / "l2norm_plan_check.cu"
-ROWS, COLS_CACHED, COLS_TWO_PASS, COLS_SMEM, COLS_PIPE = range(5)  # l2norm_detail::Kind
+ROWS, COLS_CACHED, COLS_TWO_PASS, COLS_SMEM, COLS_PIPE, ROWS_EXACT = range(6)  # l2norm_detail::Kind
 _CASE = re.compile(r"^case (\w+) (\w+) (\w+) kind=(\d+) tx=(\d+) ty=(\d+) per_thread=(\d+) grid=(\d+)$", re.MULTILINE)
 
 
@@ -53,7 +53,8 @@ def test_benchmark_cases_get_the_measured_kernels(plan_report: str) -> None:
         wide = cases[("wide_nchw", dtype, "h200")]
         assert wide["kind"] == COLS_PIPE and wide["grid"] == 2 * 132, "the pipelined kernel runs two blocks per SM"
         tokens = cases[("tokens_last", dtype, "h200")]
-        assert tokens["kind"] == ROWS and tokens["tx"] == 64 and tokens["ty"] == 1, "64 lanes per row, a row per block"
+        assert tokens["kind"] == ROWS_EXACT and tokens["tx"] == 64 and tokens["ty"] == 1, "64 lanes per row, a row per block"
+        assert tokens["grid"] == 8 * 4096, "the exact-fit kernel has no loop: a block per row"
 
 
 def test_plan_follows_the_device(plan_report: str) -> None:
