@@ -1,10 +1,12 @@
 // L2Norm kernels behind the extern "C" launchers of l2norm.h.
 //
-// Five kernels; one plan chooses among them from the [outer, reduced, inner] view and the device (SM count, shared
+// Six kernels; one plan chooses among them from the [outer, reduced, inner] view and the device (SM count, shared
 // memory per block):
-//   * rows         inner == 1 (last axis): `lanes` threads own a row (16 elements per lane, up to 512 lanes; a row
-//                  wider than a warp has its block to itself and its warps meet in shared memory), hold it in
-//                  registers with 16-byte loads, reduce, scale and store: one read, one write.
+//   * rows_exact   inner == 1, aligned rows of exactly lanes x 16 elements (every power-of-two length from 16 to
+//                  8192): the rows layout below with the lane count a template argument, no loop, no bounds checks.
+//   * rows         inner == 1 (last axis), any length and alignment: `lanes` threads own a row (16 elements per lane,
+//                  up to 512 lanes; a row wider than a warp has its block to itself and its warps meet in shared
+//                  memory), hold it in registers with 16-byte loads, reduce, scale and store: one read, one write.
 //   * cols_pipe    inner > 1, 512 < reduced <= 1024, 16-byte aligned: a persistent block holds tile k [reduced, 64 B]
 //                  in registers while tile k + 1 lands in shared memory by cp.async, two blocks per SM, so HBM always
 //                  has a tile in flight. One read, one write.
@@ -17,10 +19,12 @@
 //                  too tall for shared memory.
 //   * cols_twopass the fallback for any reduced: the same tile, read once for the sums of squares and once more
 //                  to scale (the second read mostly hits L2 while the tile is small).
-// Measured on an H200 with bench/kernels.py (time / copy time, 2026-11-29): 4x1024x64x64 1.06-1.08 (cols_pipe;
-// cols_smem gave 1.12-1.18: 1024 tiles of 64 KB in 2.6 waves, no overlap inside a block), 8x256x128x128 1.04-1.05
-// (cols_smem), 8x4096x1024 last axis 1.00-1.01 (rows, 64 lanes per row; a warp per row, 4 rows per block, gave
-// 1.02-1.05), 1x64x80x80 5.6-5.9 us against 4.8-5.3 us (cols_cached).
+// Measured on an H200 with bench/kernels.py (inputs and outputs in 4 buffers, time / copy time, 2026-11-29):
+// 4x1024x64x64 1.06-1.08 (cols_pipe; cols_smem gave 1.12-1.18: 1024 tiles of 64 KB in 2.6 waves, no overlap inside a
+// block), 8x256x128x128 1.03-1.05 (cols_smem), 8x4096x1024 last axis 1.00-1.005, level with torch.compile (0.997-1.002;
+// rows_exact, 64 lanes per row; the general rows kernel was 0.4-0.8% slower, a warp per row with 4 rows per block
+// 1.02-1.05), 1x64x80x80 5.7-6.0 us fp16/bf16 and 6.3-6.5 us fp32 against copies of 4.9-5.6 us (cols_cached; in fp32
+// 5% behind torch.compile's 6.0-6.1 us, and no tiling of tx 4-16, ty 16-64 closes it).
 // Tried and dropped: thread-block clusters splitting C over 2-4 blocks with partial sums through distributed shared
 // memory (1.2x and worse), 2-4 shared-memory stages per persistent block (1.11-1.15x at C = 1024), evict-first load
 // and store hints (5-15% slower), 32-byte tile rows (1.45x and worse: DRAM bursts are wider).
@@ -287,6 +291,21 @@ __device__ __forceinline__ void columnInvNorm(float (&acc)[VEC], float (&inv)[VE
     if (another) __syncthreads();  // smem is reused by the next tile
 }
 
+// Where a thread's column of tile t starts: tile t covers columns [k * tileCols, (k + 1) * tileCols) of outer slice
+// t / tilesPerOuter (k = t % tilesPerOuter); `ok` is false for a column past inner (offset then points at column 0).
+struct TileColumn {
+    int64_t offset;
+    bool ok;
+};
+
+__device__ __forceinline__ TileColumn tileColumn(int64_t t, int64_t tilesPerOuter, int64_t tileCols, int64_t lane,
+                                                 int64_t reduced, int64_t inner) {
+    int64_t const o = t / tilesPerOuter;
+    int64_t const col = (t - o * tilesPerOuter) * tileCols + lane;
+    bool const ok = col < inner;
+    return TileColumn{o * reduced * inner + (ok ? col : 0), ok};
+}
+
 template <typename T, int VEC, int R>
 __global__ void __launch_bounds__(kMaxCachedThreads)
     l2normColsCachedKernel(T const* x, T* y, int64_t outer, int64_t reduced, int64_t inner,
@@ -297,10 +316,8 @@ __global__ void __launch_bounds__(kMaxCachedThreads)
     int64_t const tileCols = static_cast<int64_t>(blockDim.x) * VEC;
     int64_t const tiles = outer * tilesPerOuter;
     for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-        int64_t const o = t / tilesPerOuter;
-        int64_t const col = (t - o * tilesPerOuter) * tileCols + static_cast<int64_t>(threadIdx.x) * VEC;
-        bool const colOk = col < inner;
-        int64_t const offset = o * reduced * inner + (colOk ? col : 0);
+        auto const [offset, colOk] =
+            tileColumn(t, tilesPerOuter, tileCols, static_cast<int64_t>(threadIdx.x) * VEC, reduced, inner);
         T const* xo = x + offset;
         Pack<T, VEC> v[R];
 #pragma unroll
@@ -391,10 +408,7 @@ __global__ void __launch_bounds__(kMaxCachedThreads)
     StagedTile<T, VEC> const st(smemRaw, tileBytes);
     int64_t const tiles = outer * tilesPerOuter;
     for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-        int64_t const o = t / tilesPerOuter;
-        int64_t const col = (t - o * tilesPerOuter) * st.cb + st.slot;
-        bool const colOk = col < inner;
-        int64_t const offset = o * reduced * inner + (colOk ? col : 0);
+        auto const [offset, colOk] = tileColumn(t, tilesPerOuter, st.cb, st.slot, reduced, inner);
         T const* xo = x + offset;
         float acc[VEC];
 #pragma unroll
@@ -431,6 +445,8 @@ __global__ void __launch_bounds__(kPipeThreads, 2)
     // offset of this thread's first element in tile t; -1 past the last tile or past the last column
     auto offsetOf = [&](int64_t t) -> int64_t {
         if (t >= tiles) return -1;
+        // tileColumn's arithmetic written out: through the helper the compiler turns this branch into a select, a
+        // change not timed on the H200 (the other column kernels compile to the same PTX with the helper)
         int64_t const o = t / tilesPerOuter;
         int64_t const col = (t - o * tilesPerOuter) * st.cb + st.slot;
         return col < inner ? o * reduced * inner + col : -1;
@@ -491,10 +507,8 @@ __global__ void __launch_bounds__(1024) l2normColsTwoPassKernel(T const* x, T* y
     int64_t const tileCols = static_cast<int64_t>(blockDim.x) * VEC;
     int64_t const tiles = outer * tilesPerOuter;
     for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-        int64_t const o = t / tilesPerOuter;
-        int64_t const col = (t - o * tilesPerOuter) * tileCols + static_cast<int64_t>(threadIdx.x) * VEC;
-        bool const colOk = col < inner;
-        int64_t const offset = o * reduced * inner + (colOk ? col : 0);
+        auto const [offset, colOk] =
+            tileColumn(t, tilesPerOuter, tileCols, static_cast<int64_t>(threadIdx.x) * VEC, reduced, inner);
         T const* xo = x + offset;
         float acc[VEC];
 #pragma unroll
