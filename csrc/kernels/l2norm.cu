@@ -24,7 +24,7 @@
 // block), 8x256x128x128 1.03-1.05 (cols_smem), 8x4096x1024 last axis 1.00-1.005, level with torch.compile (0.997-1.002;
 // rows_exact, 64 lanes per row; the general rows kernel was 0.4-0.8% slower, a warp per row with 4 rows per block
 // 1.02-1.05), 1x64x80x80 5.7-6.0 us fp16/bf16 and 6.3-6.5 us fp32 against copies of 4.9-5.6 us (cols_cached; in fp32
-// 5% behind torch.compile's 6.0-6.1 us, and no tiling of tx 4-16, ty 16-64 closes it).
+// 5% behind torch.compile's 6.0-6.1 us; no tiling of tx 4-32, ty 4-64 closes it, 8 x 32 stays the fastest).
 // Tried and dropped: thread-block clusters splitting C over 2-4 blocks with partial sums through distributed shared
 // memory (1.2x and worse), 2-4 shared-memory stages per persistent block (1.11-1.15x at C = 1024), evict-first load
 // and store hints (5-15% slower), 32-byte tile rows (1.45x and worse: DRAM bursts are wider).
@@ -592,7 +592,9 @@ bool vectorColumns(void const* x, void const* y, int64_t inner) {
 }
 
 // The colsCached plan for small tensors (one wave of 256-thread blocks, reduced <= 512): loads straight into
-// registers, no staging latency. Measured on an H200 at 1x64x80x80: 1.01-1.03x copy (colsSmem 1.04-1.07x).
+// registers, no staging latency. Measured on an H200 at 1x64x80x80: 1.01-1.03x copy, colsSmem 1.04-1.07x (copy into
+// the kernel's buffer, no spin before the runs); with the inputs and outputs of bench/kernels.py's slots, tx 8, ty 32
+// was the fastest of tx 4-32, ty 4-64 in fp32, fp16 and bf16.
 template <typename T>
 bool planColumnsSmall(void const* x, void const* y, int64_t outer, int64_t reduced, int64_t inner, Device const& dev,
                       Plan& p) {
