@@ -26,13 +26,13 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from torchtrt_ext.errors import InvalidInputError, failure
+from torchtrt_ext.passes.onnx_util import FLOAT_TYPES, default_opset
 from torchtrt_ext.passes.shapes import infer_shapes
 
 log = logging.getLogger("torchtrt_ext.backend")
 
 PRECISIONS = ("fp32", "fp16", "bf16", "as_exported")
 _ELEM: dict[str, int] = {"fp32": TensorProto.FLOAT, "fp16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16}
-FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE}
 _SUFFIX: dict[int, str] = {TensorProto.FLOAT: "fp32", TensorProto.FLOAT16: "fp16", TensorProto.BFLOAT16: "bf16"}
 _TYPE_STR: dict[int, str] = {TensorProto.FLOAT: "tensor(float)", TensorProto.FLOAT16: "tensor(float16)",
              TensorProto.BFLOAT16: "tensor(bfloat16)", TensorProto.DOUBLE: "tensor(double)"}
@@ -72,10 +72,6 @@ def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
     for init in graph.initializer:
         types[init.name] = init.data_type
     return types
-
-
-def _opset(model: onnx.ModelProto) -> int:
-    return next((e.version for e in model.opset_import if e.domain in ("", "ai.onnx")), 17)
 
 
 def _schema(node: onnx.NodeProto, opset: int) -> onnx.defs.OpSchema | None:
@@ -124,7 +120,7 @@ def apply_precision(model: onnx.ModelProto, precision: str) -> PrecisionResult:
     except Exception:  # noqa: BLE001 - shape inference is best effort; declared types still help
         inferred = out
     original = _elem_types(inferred)
-    opset = _opset(out)
+    opset = default_opset(out) or 17  # a model without a default-domain import: look schemas up at opset 17
     graph = out.graph
     inits = {i.name: i for i in graph.initializer}
     consumers: dict[str, int] = {}

@@ -3,15 +3,9 @@ from __future__ import annotations
 
 import onnx
 
+from torchtrt_ext.errors import InvalidInputError, failure
 from torchtrt_ext.ops._spec import DOMAIN, Decomposer, get_op
-
-
-def default_opset(model: onnx.ModelProto) -> int:
-    """The model's opset of the default ONNX domain."""
-    for entry in model.opset_import:
-        if entry.domain in ("", "ai.onnx"):
-            return entry.version
-    raise ValueError("model imports no default ONNX opset")
+from torchtrt_ext.passes.onnx_util import default_opset
 
 
 def decompose_custom_ops(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -22,6 +16,11 @@ def decompose_custom_ops(model: onnx.ModelProto) -> onnx.ModelProto:
     out = onnx.ModelProto()
     out.CopyFrom(model)
     opset = default_opset(out)
+    if opset is None:
+        raise InvalidInputError(failure(
+            "decompose_custom_ops: the model imports no opset of the default ONNX domain",
+            "an opset_import entry for domain '' (every exported model has one)",
+            "add one, e.g. model.opset_import.append(onnx.helper.make_opsetid('', 17))"))
     nodes: list[onnx.NodeProto] = []
     for index, node in enumerate(out.graph.node):
         if node.domain != DOMAIN:

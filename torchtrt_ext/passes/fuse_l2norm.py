@@ -51,6 +51,7 @@ import onnx_graphsurgeon as gs
 
 from torchtrt_ext.ops._spec import DOMAIN, DOMAIN_VERSION
 from torchtrt_ext.ops.l2norm import SPEC as L2NORM_SPEC
+from torchtrt_ext.passes.onnx_util import FLOAT_TYPES
 
 LOGGER = logging.getLogger("torchtrt_ext")
 
@@ -58,8 +59,6 @@ NO_CLAMP_EPS = float(np.finfo(np.float32).tiny)
 """eps given to a fused normalization that had no clamp: the smallest normal float32 (see module doc)."""
 
 _L2NORM_DTYPES = tuple(str(d).removeprefix("torch.") for d in L2NORM_SPEC.dtypes)  # the op's type constraint
-_FLOAT_ONNX_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
-                     onnx.TensorProto.DOUBLE}
 _REDUCTIONS = ("ReduceL2", "ReduceSumSquare", "ReduceSum")
 
 
@@ -199,7 +198,7 @@ def _label(node: gs.Node) -> str:
 
 
 def _is_float_cast(node: gs.Node) -> bool:
-    return node.op == "Cast" and node.attrs.get("to") in _FLOAT_ONNX_TYPES
+    return node.op == "Cast" and node.attrs.get("to") in FLOAT_TYPES
 
 
 def _reduce_axes(view: _GraphView, node: gs.Node) -> list[int] | None:

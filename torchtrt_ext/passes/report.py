@@ -34,6 +34,7 @@ from torchtrt_ext.backend.plugins import (
 from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, MissingDependencyError, failure
 from torchtrt_ext.ops._spec import DOMAIN, registered_ops
 from torchtrt_ext.passes import trt_op_support as table
+from torchtrt_ext.passes.onnx_util import default_opset
 from torchtrt_ext.passes.shapes import infer_shapes
 
 LOGGER = logging.getLogger("torchtrt_ext")
@@ -273,10 +274,6 @@ def _table_findings(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> list
     return findings
 
 
-def _default_opset(model: onnx.ModelProto) -> int | None:
-    return next((e.version for e in model.opset_import if e.domain in ("", "ai.onnx")), None)
-
-
 def report(model: onnx.ModelProto, backend: str = "tensorrt", *, checker: str = "auto") -> DoctorReport:
     """Diagnose ``model`` for ``backend`` ("tensorrt" or "tensorrt_rtx").
 
@@ -298,7 +295,7 @@ def report(model: onnx.ModelProto, backend: str = "tensorrt", *, checker: str = 
     custom = non_standard_nodes(model)
     custom_ids = {id(n) for n in custom}
     standard = [n for n in all_nodes(model) if id(n) not in custom_ids]
-    opset = _default_opset(model)
+    opset = default_opset(model)
     use_parser = checker == "parser" or (checker == "auto" and adapter.backend_available(backend))
     top_level = {id(n) for n in model.graph.node}
     if use_parser and all(id(n) in top_level for n in custom):
