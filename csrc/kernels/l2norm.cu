@@ -139,6 +139,17 @@ __device__ __forceinline__ void addSquares(Pack<T, VEC> const& v, float (&acc)[V
     }
 }
 
+// acc[j] = the sum of squares of column j over R cached packs, which stay packed for the scaling (keepPacked).
+template <typename T, int VEC, int R>
+__device__ __forceinline__ void columnSquares(Pack<T, VEC> (&v)[R], float (&acc)[VEC]) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) acc[j] = 0.f;
+#pragma unroll
+    for (int r = 0; r < R; ++r) addSquares<T, VEC>(v[r], acc);
+#pragma unroll
+    for (int r = 0; r < R; ++r) keepPacked(v[r]);
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // rows: inner == 1. A row belongs to `lanes` threads (a power of two <= kMaxCachedThreads); blockDim.x = lanes * rows
 // per block, and a row wider than a warp is alone in its block.
@@ -331,12 +342,7 @@ __global__ void __launch_bounds__(kMaxCachedThreads)
             }
         }
         float acc[VEC];
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) acc[j] = 0.f;
-#pragma unroll
-        for (int r = 0; r < R; ++r) addSquares<T, VEC>(v[r], acc);
-#pragma unroll
-        for (int r = 0; r < R; ++r) keepPacked(v[r]);
+        columnSquares(v, acc);
         float inv[VEC];
         columnInvNorm<VEC>(acc, inv, eps, smem, t + gridDim.x < tiles);
         T* yo = y + offset;
@@ -479,12 +485,7 @@ __global__ void __launch_bounds__(kPipeThreads, 2)
         int64_t const next = offsetOf(t + gridDim.x);
         stage(next);
         float acc[VEC];
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) acc[j] = 0.f;
-#pragma unroll
-        for (int r = 0; r < R; ++r) addSquares<T, VEC>(v[r], acc);
-#pragma unroll
-        for (int r = 0; r < R; ++r) keepPacked(v[r]);
+        columnSquares(v, acc);
         float inv[VEC];
         columnInvNorm<VEC>(acc, inv, eps, st.scratch, t + gridDim.x < tiles);
         if (offset >= 0) {
