@@ -27,8 +27,10 @@
 // 5% behind torch.compile's 6.0-6.1 us; no tiling of tx 4-32, ty 4-64 closes it, 8 x 32 stays the fastest).
 // Tried and dropped: thread-block clusters splitting C over 2-4 blocks with partial sums through distributed shared
 // memory (1.2x and worse), 2-4 shared-memory stages per persistent block (1.11-1.15x at C = 1024), evict-first load
-// and store hints (5-15% slower), 32-byte tile rows (1.45x and worse: DRAM bursts are wider), every thread summing
-// the partials of its own columns in columnInvNorm instead of one thread per column (small case 10-23% slower).
+// and store hints (5-15% slower), 32-byte tile rows (1.45x and worse: DRAM bursts are wider), and two other ways to
+// combine the warps' partial sums in columnInvNorm: every thread summing its own columns (small case 10-23% slower),
+// and Triton's way, partials stored per column and summed by all threads with shuffles (small case 2-11% slower,
+// wide fp16/bf16 1-7% slower, det_head level).
 // x and y are not __restrict__: the launchers accept x == y (in place), and the plain global loads that follow were
 // measured on an H200 no slower (0.5-1% faster on the rows kernel) than the read-only path __restrict__ selects.
 // All arithmetic is FP32; data are float, __half or __nv_bfloat16.
