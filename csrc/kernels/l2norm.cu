@@ -1,6 +1,6 @@
 // L2Norm kernels behind the extern "C" launchers of l2norm.h.
 //
-// Six kernels; one plan chooses among them from the [outer, reduced, inner] view and the device (SM count, shared
+// Seven kernels; one plan chooses among them from the [outer, reduced, inner] view and the device (SM count, shared
 // memory per block):
 //   * rows_exact   inner == 1, aligned rows of exactly lanes x 16 elements (every power-of-two length from 16 to
 //                  8192): the rows layout below with the lane count a template argument, no loop, no bounds checks.
@@ -14,17 +14,20 @@
 //                  shared memory by cp.async (no registers held while loading), so 3-6 blocks per SM overlap their
 //                  load / reduce / store phases; partial sums meet in shared memory. Used while the tile fits in
 //                  shared memory (reduced up to ~7000 on an H200).
-//   * cols_cached  the same tile held in registers (R rows of VEC columns per thread): small tensors (one wave of
-//                  blocks, where staging latency shows), unaligned data (VEC = 1), long rows (inner == 1) and tiles
-//                  too tall for shared memory.
+//   * cols_small   inner > 1, reduced <= 512, 16-byte aligned, one wave of blocks (where staging latency shows): a
+//                  block (8 x 32 threads, fixed at compile time) holds the tile [reduced, 128 B] in registers, R rows
+//                  of 16 bytes per thread; a 2D grid (tile, outer slice), no loop, no division, 32-bit offsets.
+//   * cols_cached  the same tile, any block shape, in a grid-stride loop: unaligned data (VEC = 1), long rows
+//                  (inner == 1), tiles too tall for shared memory, and small tensors with rows of the slice under 5
+//                  vectors.
 //   * cols_twopass the fallback for any reduced: the same tile, read once for the sums of squares and once more
 //                  to scale (the second read mostly hits L2 while the tile is small).
 // Measured on an H200 with bench/kernels.py (inputs and outputs in 4 buffers, time / copy time, 2026-11-29):
 // 4x1024x64x64 1.06-1.08 (cols_pipe; cols_smem gave 1.12-1.18: 1024 tiles of 64 KB in 2.6 waves, no overlap inside a
 // block), 8x256x128x128 1.03-1.05 (cols_smem), 8x4096x1024 last axis 1.00-1.005, level with torch.compile (0.997-1.002;
 // rows_exact, 64 lanes per row; the general rows kernel was 0.4-0.8% slower, a warp per row with 4 rows per block
-// 1.02-1.05), 1x64x80x80 5.7-6.0 us fp16/bf16 and 6.3-6.5 us fp32 against copies of 4.9-5.6 us (cols_cached; in fp32
-// 5% behind torch.compile's 6.0-6.1 us; no tiling of tx 4-32, ty 4-64 closes it, 8 x 32 stays the fastest).
+// 1.02-1.05), 1x64x80x80 5.8 us fp32, 5.5 us fp16/bf16 against copies of 5.0-5.4 us and torch.compile's 6.0 us
+// (cols_small; cols_cached with the same 8 x 32 tiling, the fastest of tx 4-32, ty 4-64, took 6.2-6.5 us fp32).
 // Tried and dropped: thread-block clusters splitting C over 2-4 blocks with partial sums through distributed shared
 // memory (1.2x and worse), 2-4 shared-memory stages per persistent block (1.11-1.15x at C = 1024), evict-first load
 // and store hints (5-15% slower), 32-byte tile rows (1.45x and worse: DRAM bursts are wider), and two other ways to
@@ -55,11 +58,14 @@ constexpr int kPipeThreads = 256;       // colsPipe block: 4 x 64 threads, two b
 constexpr int kPipeRows = 16;           // colsPipe rows per thread (R): reduced <= 16 * 64
 constexpr int kRowElemsPerLane = 16;    // rows: a lane holds 16 elements (4 fp32 or 2 fp16 vectors)
 constexpr int kRowsBlockThreads = 128;  // rows: block size while a row is at most a warp wide
+constexpr int kSmallTx = 8;             // colsSmall block: 8 threads of 16 bytes along inner (128-byte tile rows)
+constexpr int kSmallTy = 32;            // colsSmall block: 32 threads along reduced, up to 16 rows each
 
 // Threads of a rows block: rows of at most a warp share 128-thread blocks, a wider row has its block to itself.
 __host__ __device__ constexpr int rowsBlockThreads(int lanes) { return lanes <= kWarp ? kRowsBlockThreads : lanes; }
 
 constexpr int64_t kMaxGrid = 0x7fffffff;
+constexpr int64_t kMaxGridY = 65535;
 
 template <typename T, int VEC>
 __device__ __forceinline__ Pack<T, VEC> loadPack(T const* p) {
@@ -264,14 +270,15 @@ __global__ void __launch_bounds__(rowsBlockThreads(LANES))
 
 // Sums acc[VEC] (this thread's partial sums of squares of its VEC columns) over the block's ty and returns
 // inv[VEC] = 1 / max(sqrt(total), eps). smem: (partials + 1) * tx * VEC floats (see colsSmemBytes). `another`: the
-// block goes on to another tile, which rewrites smem (a block's last tile skips that barrier).
-template <int VEC>
+// block goes on to another tile, which rewrites smem (a block's last tile skips that barrier). BX, BY: the block's
+// shape when the kernel fixes it at compile time (the loops then unroll), 0 for blockDim.
+template <int VEC, int BX = 0, int BY = 0>
 __device__ __forceinline__ void columnInvNorm(float (&acc)[VEC], float (&inv)[VEC], float eps, float* smem,
                                               bool another) {
     int const tx = static_cast<int>(threadIdx.x);
     int const ty = static_cast<int>(threadIdx.y);
-    int const bx = static_cast<int>(blockDim.x);
-    int const nthreads = bx * static_cast<int>(blockDim.y);
+    int const bx = BX > 0 ? BX : static_cast<int>(blockDim.x);
+    int const nthreads = bx * (BY > 0 ? BY : static_cast<int>(blockDim.y));
     int const tid = ty * bx + tx;
     int const cb = bx * VEC;
     int partials;
@@ -290,7 +297,7 @@ __device__ __forceinline__ void columnInvNorm(float (&acc)[VEC], float (&inv)[VE
     } else {
 #pragma unroll
         for (int j = 0; j < VEC; ++j) smem[ty * cb + tx * VEC + j] = acc[j];
-        partials = static_cast<int>(blockDim.y);
+        partials = BY > 0 ? BY : static_cast<int>(blockDim.y);
     }
     __syncthreads();
     float* invs = smem + partials * cb;
@@ -320,6 +327,33 @@ __device__ __forceinline__ TileColumn tileColumn(int64_t t, int64_t tilesPerOute
     return TileColumn{o * reduced * inner + (ok ? col : 0), ok};
 }
 
+// Rows ty, ty + by, ... (R of them) of this thread's column, which starts at xo, into v: zeros past `reduced` and for
+// a column past inner (!colOk). I: the index type of the offsets.
+template <typename T, int VEC, int R, typename I>
+__device__ __forceinline__ void loadColumn(T const* xo, int ty, int by, I reduced, I inner, bool colOk,
+                                           Pack<T, VEC> (&v)[R]) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        I const c = static_cast<I>(r) * by + ty;
+        if (colOk && c < reduced) {
+            v[r] = loadPack<T, VEC>(xo + c * inner);
+        } else {
+            zeroPack(v[r]);
+        }
+    }
+}
+
+// The rows loadColumn read, scaled by inv, stored to the column that starts at yo.
+template <typename T, int VEC, int R, typename I>
+__device__ __forceinline__ void storeColumn(T* yo, int ty, int by, I reduced, I inner, bool colOk,
+                                            Pack<T, VEC> const (&v)[R], float const (&inv)[VEC]) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        I const c = static_cast<I>(r) * by + ty;
+        if (colOk && c < reduced) storeScaled<T, VEC>(yo + c * inner, v[r], inv);
+    }
+}
+
 template <typename T, int VEC, int R>
 __global__ void __launch_bounds__(kMaxCachedThreads)
     l2normColsCachedKernel(T const* x, T* y, int64_t outer, int64_t reduced, int64_t inner,
@@ -332,28 +366,38 @@ __global__ void __launch_bounds__(kMaxCachedThreads)
     for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
         auto const [offset, colOk] =
             tileColumn(t, tilesPerOuter, tileCols, static_cast<int64_t>(threadIdx.x) * VEC, reduced, inner);
-        T const* xo = x + offset;
         Pack<T, VEC> v[R];
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-            int64_t const c = static_cast<int64_t>(r) * by + ty;
-            if (colOk && c < reduced) {
-                v[r] = loadPack<T, VEC>(xo + c * inner);
-            } else {
-                zeroPack(v[r]);
-            }
-        }
+        loadColumn(x + offset, ty, by, reduced, inner, colOk, v);
         float acc[VEC];
         columnSquares(v, acc);
         float inv[VEC];
         columnInvNorm<VEC>(acc, inv, eps, smem, t + gridDim.x < tiles);
-        T* yo = y + offset;
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-            int64_t const c = static_cast<int64_t>(r) * by + ty;
-            if (colOk && c < reduced) storeScaled<T, VEC>(yo + c * inner, v[r], inv);
-        }
+        storeColumn(y + offset, ty, by, reduced, inner, colOk, v, inv);
     }
+}
+
+// colsSmall: colsCached for tensors of one wave of blocks, with nothing computed before the first load that the
+// launch can fix: the block is kSmallTx x kSmallTy at compile time, the grid is (tile of the outer slice, outer
+// slice), so there is no loop and no division, and offsets are 32-bit (the plan checks that they fit). Measured on an
+// H200 against colsCached with the same tiling (.exp harness, 3 rounds of 400 runs): 1x64x80x80 6.05 vs 6.40 us fp32,
+// 5.76 vs 6.14 fp16; 1x512x16x16 fp16 7.17 vs 11.65. colsCached's 64-bit tile division and loop bookkeeping came
+// before its first load, and it took 62 registers to this kernel's 32 (fp32, R = 2).
+template <typename T, int R>
+__global__ void __launch_bounds__(kSmallTx * kSmallTy)
+    l2normColsSmallKernel(T const* x, T* y, int32_t reduced, int32_t inner, float eps) {
+    constexpr int kVec = static_cast<int>(16 / sizeof(T));
+    extern __shared__ float smem[];
+    int32_t const col = static_cast<int32_t>(blockIdx.x * kSmallTx + threadIdx.x) * kVec;
+    bool const colOk = col < inner;
+    int32_t const offset = static_cast<int32_t>(blockIdx.y) * reduced * inner + (colOk ? col : 0);
+    int const ty = static_cast<int>(threadIdx.y);
+    Pack<T, kVec> v[R];
+    loadColumn(x + offset, ty, kSmallTy, reduced, inner, colOk, v);
+    float acc[kVec];
+    columnSquares(v, acc);
+    float inv[kVec];
+    columnInvNorm<kVec, kSmallTx, kSmallTy>(acc, inv, eps, smem, false);
+    storeColumn(y + offset, ty, kSmallTy, reduced, inner, colOk, v, inv);
 }
 
 // 16 bytes global -> shared without passing through registers (cp.async, sm_80+; a plain copy before that). The
@@ -543,15 +587,24 @@ __global__ void __launch_bounds__(1024) l2normColsTwoPassKernel(T const* x, T* y
 // ---------------------------------------------------------------------------------------------------------------
 // Host side: the plan.
 
-enum class Kind : int32_t { kRows = 0, kColsCached = 1, kColsTwoPass = 2, kColsSmem = 3, kColsPipe = 4, kRowsExact = 5 };
+enum class Kind : int32_t {
+    kRows = 0,
+    kColsCached = 1,
+    kColsTwoPass = 2,
+    kColsSmem = 3,
+    kColsPipe = 4,
+    kRowsExact = 5,
+    kColsSmall = 6,
+};
 
 struct Plan {
     Kind kind;
     int32_t vec;        // elements per access: 1 or 16 / sizeof(T)
-    int32_t perThread;  // rows, rowsExact: vectors per lane (NV); colsCached, colsPipe: rows per thread (R); others: 1
+    int32_t perThread;  // rows, rowsExact: vectors per lane (NV); colsCached, colsSmall, colsPipe: rows per thread (R);
+                        // others: 1
     int32_t tx;         // rows, rowsExact: lanes per row; cols: threads along inner (blockDim.x)
     int32_t ty;         // rows, rowsExact: rows per block; cols: threads along reduced (blockDim.y)
-    int64_t grid;
+    int64_t grid;       // blocks (colsSmall: tiles per outer slice x outer, launched as a 2D grid)
     size_t smemBytes;   // cols: the reduction scratch (colsSmem and colsPipe add their staged tile at launch)
 };
 
@@ -595,21 +648,22 @@ bool vectorColumns(void const* x, void const* y, int64_t inner) {
     return aligned16(x) && aligned16(y) && inner % static_cast<int64_t>(16 / sizeof(T)) == 0;
 }
 
-// The colsCached plan for small tensors (one wave of 256-thread blocks, reduced <= 512): loads straight into
-// registers, no staging latency. Measured on an H200 at 1x64x80x80: 1.01-1.03x copy, colsSmem 1.04-1.07x (copy into
-// the kernel's buffer, no spin before the runs); with the inputs and outputs of bench/kernels.py's slots, tx 8, ty 32
-// was the fastest of tx 4-32, ty 4-64 in fp32, fp16 and bf16.
+// The plan for small tensors (one wave of 256-thread blocks, reduced <= 512): colsSmall, or colsCached with narrower
+// tiles where a row of the slice is under 5 vectors. Loads straight into registers, no staging latency. Measured on
+// an H200 at 1x64x80x80: 1.01-1.03x copy, colsSmem 1.04-1.07x (copy into the kernel's buffer, no spin before the
+// runs); with the inputs and outputs of bench/kernels.py's slots, tx 8, ty 32 was the fastest of tx 4-32, ty 4-64 in
+// fp32, fp16 and bf16.
 template <typename T>
 bool planColumnsSmall(void const* x, void const* y, int64_t outer, int64_t reduced, int64_t inner, Device const& dev,
                       Plan& p) {
     constexpr int32_t kVec16 = static_cast<int32_t>(16 / sizeof(T));
-    constexpr int64_t kTy = 32;
+    constexpr int64_t kTy = kSmallTy;
     if (!vectorColumns<T>(x, y, inner) || reduced > kTy * kMaxPerThread) return false;
-    int64_t const tx = std::min<int64_t>(8, pow2Ceil(inner / kVec16));
+    int64_t const tx = std::min<int64_t>(kSmallTx, pow2Ceil(inner / kVec16));
     int64_t const tiles = outer * ceilDiv(inner, tx * kVec16);
     if (tiles > 4 * dev.sms) return false;
     p = Plan{};
-    p.kind = Kind::kColsCached;
+    p.kind = tx == kSmallTx ? Kind::kColsSmall : Kind::kColsCached;
     p.vec = kVec16;
     p.tx = static_cast<int32_t>(tx);
     p.ty = static_cast<int32_t>(kTy);
@@ -751,7 +805,15 @@ cudaError_t launchFixed(Plan const& p, T const* x, T* y, int64_t outer, int64_t 
     }
     dim3 const block(static_cast<unsigned>(p.tx), static_cast<unsigned>(p.ty));
     int64_t const tilesPerOuter = ceilDiv(inner, static_cast<int64_t>(p.tx) * VEC);
-    if (p.kind == Kind::kColsCached) {
+    if (p.kind == Kind::kColsSmall) {
+        if constexpr (sizeof(T) * VEC == 16) {
+            dim3 const tiles(static_cast<unsigned>(tilesPerOuter), static_cast<unsigned>(outer));
+            l2normColsSmallKernel<T, PT><<<tiles, block, p.smemBytes, stream>>>(
+                x, y, static_cast<int32_t>(reduced), static_cast<int32_t>(inner), eps);
+        } else {
+            return cudaErrorInvalidValue;
+        }
+    } else if (p.kind == Kind::kColsCached) {
         l2normColsCachedKernel<T, VEC, PT>
             <<<grid, block, p.smemBytes, stream>>>(x, y, outer, reduced, inner, tilesPerOuter, eps);
     } else if (p.kind == Kind::kColsTwoPass) {
@@ -823,6 +885,15 @@ inline bool planIsValid(Plan const& p, int32_t vec16, int64_t outer, int64_t red
         return inner == 1 && p.vec == vec16 && aligned16(x) && aligned16(y) && p.tx <= kMaxCachedThreads &&
                threads == rowsBlockThreads(p.tx) && reduced == static_cast<int64_t>(p.tx) * kRowElemsPerLane &&
                p.grid * p.ty >= outer;
+    }
+    if (p.kind == Kind::kColsSmall) {
+        // a 2D grid of (tiles per outer slice, outer) and 32-bit offsets
+        int64_t const tilesPerOuter = ceilDiv(inner, static_cast<int64_t>(kSmallTx) * vec16);
+        return p.vec == vec16 && aligned16(x) && aligned16(y) && inner % p.vec == 0 && p.tx == kSmallTx &&
+               p.ty == kSmallTy && pow2(p.perThread) && p.perThread <= kMaxPerThread &&
+               static_cast<int64_t>(p.perThread) * p.ty >= reduced && p.grid == outer * tilesPerOuter &&
+               outer <= kMaxGridY && outer * reduced * inner <= INT32_MAX &&
+               p.smemBytes == colsSmemBytes(p.tx, p.ty, p.vec);
     }
     if (p.kind == Kind::kColsSmem || p.kind == Kind::kColsPipe) {
         bool const shape = p.kind == Kind::kColsSmem

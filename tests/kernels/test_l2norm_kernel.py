@@ -49,6 +49,12 @@ CASES = [
     ((3, 1024, 48, 64), 1),
     ((6, 600, 20, 24), 1),
     ((2, 513, 7, 8), 1),
+    # small tensors (the one-wave kernel with a 2D grid): one row per thread (C <= 32) and 16 (C = 500), rows of the
+    # slice that end inside the last tile or inside a block's 8 threads, many outer slices along the grid's y
+    ((3, 20, 8, 12), 1),
+    ((2, 500, 4, 10), 1),
+    ((5, 33, 6, 20), 1),
+    ((264, 16, 32), 1),
     # last axis: rows spread over several warps (up to 512 lanes) and rows that end inside a lane's vectors
     ((3, 32768), 1),
     ((4, 1000), 1),

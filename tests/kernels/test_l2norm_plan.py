@@ -15,7 +15,7 @@ import pytest
 from tests.plugins._plugin_harness import ROOT, cuda_home
 
 SOURCE = Path(__file__).resolve().parent / "l2norm_plan_check.cu"
-ROWS, COLS_CACHED, COLS_TWO_PASS, COLS_SMEM, COLS_PIPE, ROWS_EXACT = range(6)  # l2norm_detail::Kind
+ROWS, COLS_CACHED, COLS_TWO_PASS, COLS_SMEM, COLS_PIPE, ROWS_EXACT, COLS_SMALL = range(7)  # l2norm_detail::Kind
 _CASE = re.compile(r"^case (\w+) (\w+) (\w+) kind=(\d+) tx=(\d+) ty=(\d+) per_thread=(\d+) grid=(\d+)$", re.MULTILINE)
 
 
@@ -49,7 +49,9 @@ def test_benchmark_cases_get_the_measured_kernels(plan_report: str) -> None:
     cases = _cases(plan_report)
     for dtype in ("fp32", "fp16"):
         assert cases[("det_head_nchw", dtype, "h200")]["kind"] == COLS_SMEM
-        assert cases[("small_nchw", dtype, "h200")]["kind"] == COLS_CACHED
+        small = cases[("small_nchw", dtype, "h200")]
+        assert small["kind"] == COLS_SMALL and (small["tx"], small["ty"], small["per_thread"]) == (8, 32, 2)
+        assert small["grid"] == 6400 // (8 * (4 if dtype == "fp32" else 8)), "a block per tile, no loop"
         wide = cases[("wide_nchw", dtype, "h200")]
         assert wide["kind"] == COLS_PIPE and wide["grid"] == 2 * 132, "the pipelined kernel runs two blocks per SM"
         tokens = cases[("tokens_last", dtype, "h200")]
@@ -63,5 +65,5 @@ def test_plan_follows_the_device(plan_report: str) -> None:
     assert cases[("wide_nchw", "fp32", "t4")]["kind"] != COLS_PIPE
     assert cases[("wide_nchw", "fp32", "a100")]["grid"] == 2 * 108
     # the small-tensor plan depends on the SM count: 200 tiles are one wave on 132 SMs, not on 40
-    assert cases[("small_nchw", "fp32", "h200")]["kind"] == COLS_CACHED
+    assert cases[("small_nchw", "fp32", "h200")]["kind"] == COLS_SMALL
     assert cases[("small_nchw", "fp32", "t4")]["kind"] == COLS_SMEM
