@@ -45,6 +45,18 @@ def p50_p95(samples: list[float]) -> tuple[float, float]:
     return times[len(times) // 2], times[min(len(times) - 1, int(0.95 * len(times)))]
 
 
+def median_diff_ci(a: list[float], b: list[float], level: float = 0.95, resamples: int = 2000,
+                   seed: int = 0) -> tuple[float, float]:
+    """Bootstrap confidence interval of median(a) - median(b): each sample list resampled with replacement
+    ``resamples`` times (seeded, so a table is reproducible from its samples)."""
+    gen = torch.Generator().manual_seed(seed)
+    ta, tb = torch.tensor(a, dtype=torch.float64), torch.tensor(b, dtype=torch.float64)
+    ma = ta[torch.randint(len(a), (resamples, len(a)), generator=gen)].median(dim=1).values
+    mb = tb[torch.randint(len(b), (resamples, len(b)), generator=gen)].median(dim=1).values
+    lo, hi = torch.quantile(ma - mb, torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64)).tolist()
+    return lo, hi
+
+
 def _spin_cycles_per_us() -> float:
     """GPU clock cycles of torch.cuda._sleep per µs, measured once (the clock the spin counts varies by GPU)."""
     cycles = 1_000_000

@@ -13,6 +13,10 @@ measured. So every method reads each of SLOTS copies of the input in turn, alloc
 would, with one of SLOTS output buffers freed for it (the caching allocator hands the freed buffer to the next output
 of that size; the last column says whether every output landed there), and the samples of all slots are pooled.
 Each method's output is also checked against a float64 reference (relative error ||out - ref|| / ||ref||).
+Against torch.compile the table gives the 95% bootstrap confidence interval of the kernel's median minus compile's, and
+the targets are judged on it: "faster" needs the whole interval below zero, "slower" the whole interval above. (Where
+both reach the copy ceiling, as on the last axis, the two medians differ by a step of the timer, 0.03 µs, either way
+from run to run; comparing the bare medians turned that tie into a coin flip.)
 """
 from __future__ import annotations
 
@@ -25,7 +29,8 @@ from typing import Any, Callable
 import torch
 
 from torchtrt_ext.ops._l2norm_cuda import l2norm_cuda
-from _timing import HOST_LEAD_US, DeviceTimer, p50_p95, rel_error  # bench/_timing.py (scripts run from bench/ on sys.path)
+# bench/_timing.py (scripts run from bench/ on sys.path)
+from _timing import HOST_LEAD_US, DeviceTimer, median_diff_ci, p50_p95, rel_error
 
 EPS = 1e-6
 SLOTS = 4  # input copies and output buffers each method is timed with, reps split among them
@@ -86,6 +91,8 @@ def main() -> int:
             samples, row["outputs_in_slots"] = time_in_slots(timer, methods, x, args.reps)
             for method, times in samples.items():
                 row[f"{method}_p50"], row[f"{method}_p95"] = p50_p95(times)
+            if "compile" in samples:
+                row["kernel_minus_compile_ci"] = median_diff_ci(samples["kernel"], samples["compile"])
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     if args.json:
@@ -120,7 +127,8 @@ def print_table(rows: list[dict[str, Any]], compiled: bool) -> None:
     methods = ["copy", "eager"] + (["compile"] if compiled else []) + ["kernel"]
     head = ["case", "dtype", "shape", "dim", "MB"]
     head += [f"{m} µs p50/p95" for m in methods] + [f"{m} GB/s" for m in methods]
-    head += ["kernel/copy"] + (["compile/kernel"] if compiled else []) + ["kernel err", "target", "outputs in slots"]
+    head += ["kernel/copy"] + (["compile/kernel", "kernel - compile µs, 95% CI"] if compiled else [])
+    head += ["kernel err", "target", "outputs in slots"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for r in rows:
@@ -130,7 +138,8 @@ def print_table(rows: list[dict[str, Any]], compiled: bool) -> None:
         ratio = r["kernel_p50"] / r["copy_p50"]
         cells.append(f"{ratio:.3f}")
         if compiled:
-            cells.append(f"{r['compile_p50'] / r['kernel_p50']:.3f}")
+            lo, hi = r["kernel_minus_compile_ci"]
+            cells += [f"{r['compile_p50'] / r['kernel_p50']:.3f}", f"{lo:+.2f} .. {hi:+.2f}"]
         cells.append(f"{r['kernel_err']:.1e}")
         cells.append(target_verdict(r, ratio, compiled))
         cells.append("yes" if r["outputs_in_slots"] else "no")
@@ -138,16 +147,17 @@ def print_table(rows: list[dict[str, Any]], compiled: bool) -> None:
 
 
 def target_verdict(r: dict[str, Any], ratio: float, compiled: bool) -> str:
-    """The issue's targets for this row: ok, or what missed."""
+    """The issue's targets for this row, judged against compile on the confidence interval: ok, or what missed."""
     missed = []
     if r["MB"] >= 64 and ratio > 1.10:
         missed.append("kernel > 1.10×copy")
     if r["case"] == "small_nchw" and r["kernel_p50"] > r["copy_p50"] + 2.0:
         missed.append("kernel > copy+2µs")
     if compiled:
-        if "nchw" in r["case"] and not r["kernel_p50"] < r["compile_p50"]:
+        lo, hi = r["kernel_minus_compile_ci"]
+        if "nchw" in r["case"] and not hi < 0:
             missed.append("not faster than compile")
-        if "last" in r["case"] and r["kernel_p50"] > r["compile_p50"]:
+        if "last" in r["case"] and lo > 0:
             missed.append("slower than compile")
     return "MISS: " + ", ".join(missed) if missed else "ok"
 
