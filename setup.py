@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from setuptools import Distribution, setup
@@ -82,13 +83,27 @@ def gencode_flags() -> list[str]:
     return flags
 
 
-def _nvcc_shared(nvcc: str, sources: list[Path], output: Path, extra: list[str]) -> None:
-    output.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [nvcc, "-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC,-Wall,-Wextra,-fvisibility=hidden",
-           "--threads", "0", "-I", str(CSRC), *gencode_flags(), *extra, *map(str, sources),
-           "-o", str(output), "-lcudart"]
+def _run(cmd: list[str]) -> None:
     _log(" ".join(cmd))
     subprocess.run(cmd, check=True)
+
+
+def _nvcc_objects(nvcc: str, sources: list[Path], obj_dir: Path, extra: list[str]) -> list[Path]:
+    """Compile each source to its own object, the architectures of one source in parallel (--threads 0)."""
+    objects = []
+    for source in sources:
+        obj = obj_dir / (source.relative_to(CSRC).with_suffix("").as_posix().replace("/", "__") + ".o")
+        _run([nvcc, "-c", "-O3", "-std=c++17", "-Xcompiler", "-fPIC,-Wall,-Wextra,-fvisibility=hidden",
+              "--threads", "0", "-I", str(CSRC), *gencode_flags(), *extra, str(source), "-o", str(obj)])
+        objects.append(obj)
+    return objects
+
+
+def _nvcc_link(nvcc: str, objects: list[Path], output: Path, extra: list[str]) -> None:
+    """Link objects into a shared library. Never with --threads: nvcc 13 runs one device link per architecture and
+    in parallel they all write the same temporary *_dlink.reg.c ("nvlink fatal: Could not read file")."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    _run([nvcc, "-shared", *gencode_flags(), *map(str, objects), *extra, "-o", str(output), "-lcudart"])
 
 
 class BuildNative(build_ext):
@@ -108,7 +123,13 @@ class BuildNative(build_ext):
         if not kernels:
             _log("no csrc/kernels/*.cu sources: native libraries skipped")
             return
-        _nvcc_shared(nvcc, kernels, out_dir / "libtorchtrt_ext_kernels.so", [])
+        with tempfile.TemporaryDirectory(prefix="torchtrt_ext_build_") as tmp:
+            self._build_libraries(nvcc, kernels, Path(tmp), out_dir)
+
+    @staticmethod
+    def _build_libraries(nvcc: str, kernels: list[Path], obj_dir: Path, out_dir: Path) -> None:
+        kernel_objects = _nvcc_objects(nvcc, kernels, obj_dir, [])
+        _nvcc_link(nvcc, kernel_objects, out_dir / "libtorchtrt_ext_kernels.so", [])
         include, looked = find_trt_include()
         if include is None:
             _log("TensorRT headers (NvInfer.h) not found in " + ", ".join(looked) +
@@ -121,13 +142,15 @@ class BuildNative(build_ext):
             _log("no csrc/plugins/*.cpp sources: libtorchtrt_ext_plugins.so skipped")
             return
         trt_flags = ["-I", str(include), "-Xcompiler", "-Wno-deprecated-declarations"]
-        _nvcc_shared(nvcc, plugin_sources + kernels, out_dir / "libtorchtrt_ext_plugins.so", trt_flags)
+        plugin_objects = _nvcc_objects(nvcc, plugin_sources, obj_dir, trt_flags)
+        _nvcc_link(nvcc, plugin_objects + kernel_objects, out_dir / "libtorchtrt_ext_plugins.so", [])
         # Registers the plugin library's creators when merely dlopened (Triton plugins=, ONNX Runtime's TensorRT EP);
         # links it, found beside it through $ORIGIN; never unloaded while its creators sit in TensorRT's registry.
-        _nvcc_shared(nvcc, [autoload / "autoload.cpp", CSRC / "plugins" / "common" / "logging.cpp"],
-                     out_dir / "libtorchtrt_ext_plugins_autoload.so",
-                     [*trt_flags, "-L", str(out_dir), "-ltorchtrt_ext_plugins", "-ldl",
-                      "-Xlinker", "-rpath,$ORIGIN", "-Xlinker", "-z,nodelete"])
+        logging_object = plugin_objects[plugin_sources.index(CSRC / "plugins" / "common" / "logging.cpp")]
+        autoload_objects = _nvcc_objects(nvcc, [autoload / "autoload.cpp"], obj_dir, trt_flags)
+        _nvcc_link(nvcc, autoload_objects + [logging_object], out_dir / "libtorchtrt_ext_plugins_autoload.so",
+                   ["-L", str(out_dir), "-ltorchtrt_ext_plugins", "-ldl",
+                    "-Xlinker", "-rpath,$ORIGIN", "-Xlinker", "-z,nodelete"])
 
 
 class NativeDistribution(Distribution):
