@@ -9,7 +9,8 @@
 
 Environment variables:
   TORCHTRT_EXT_CUDA_ARCHS   semicolon list of SM versions, default "75;80;86;89;90" (PTX of the last is added)
-  TORCHTRT_EXT_TRT_INCLUDE  folder holding NvInfer.h (else: TensorRT_ROOT/include, system folders, pip's tensorrt)
+  TORCHTRT_EXT_TRT_INCLUDE  folder holding NvInfer.h (else: ../shared/third_party/tensorrt/include beside the
+                            checkout, TensorRT_ROOT/include, system folders, .deps/TensorRT/include, pip's tensorrt)
   TORCHTRT_EXT_NVCC         the nvcc to use (else: $CUDA_HOME/bin/nvcc, then PATH)
   TORCHTRT_EXT_SKIP_NATIVE  set to 1 to skip both libraries
 
@@ -55,6 +56,8 @@ def find_trt_include() -> tuple[Path | None, list[str]]:
     for var in ("TORCHTRT_EXT_TRT_INCLUDE",):
         if os.environ.get(var):
             candidates.append(Path(os.environ[var]))
+    # The public TensorRT headers laid beside every checkout of this workplace, CI's clone included.
+    candidates.append(ROOT.parent / "shared" / "third_party" / "tensorrt" / "include")
     if os.environ.get("TensorRT_ROOT"):
         candidates.append(Path(os.environ["TensorRT_ROOT"]) / "include")
     candidates += [Path("/usr/include/x86_64-linux-gnu"), Path("/usr/include"), Path("/usr/local/TensorRT/include"),
