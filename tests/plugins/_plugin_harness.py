@@ -56,7 +56,7 @@ def compile_harness(out: Path, trt_include: Path, *, sanitize: bool, source: Pat
     home = cuda_home()
     libdir = cuda_lib_dir(home)
     cmd = [compiler(), "-std=c++17", "-O0" if sanitize else "-O1", "-g", "-Wall", "-Wextra", "-isystem", str(trt_include),
-           "-isystem", str(home / "include"), str(source), "-o", str(out), "-ldl", f"-L{libdir}", "-lcudart",
+           "-isystem", str(home / "include"), "-I", str(ROOT / "csrc"), str(source), "-o", str(out), "-ldl", f"-L{libdir}", "-lcudart",
            f"-Wl,-rpath,{libdir}"]
     if sanitize:
         cmd[1:1] = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer"]

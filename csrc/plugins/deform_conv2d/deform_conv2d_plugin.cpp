@@ -85,10 +85,6 @@ IDimensionExpr const* convOutExpr(nvinfer1::IExprBuilder& eb, IDimensionExpr con
     return eb.operation(DimensionOperation::kSUM, *steps, *one);
 }
 
-size_t elementSize(DataType type)
-{
-    return type == DataType::kFLOAT ? 4 : 2;
-}
 } // namespace
 
 DeformConv2dPlugin::DeformConv2dPlugin(DeformConv2dAttrs const& attrs, std::string pluginNamespace)
@@ -217,12 +213,35 @@ void DeformConv2dPlugin::checkIO(
     }
 }
 
-int64_t DeformConv2dPlugin::workspaceBytes(Dims const& input, Dims const& weight, DataType type) const
+TorchtrtExtDeformConv2dDesc DeformConv2dPlugin::launchDesc(Dims const& input, Dims const& weight, DataType type) const
 {
-    int64_t const bytes = torchtrt_ext_deform_conv2d_workspace_size(input.d[0], input.d[1], input.d[2], input.d[3],
-        weight.d[0], weight.d[2], weight.d[3], mAttrs.stride[0], mAttrs.stride[1], mAttrs.padding[0], mAttrs.padding[1],
-        mAttrs.dilation[0], mAttrs.dilation[1], mAttrs.groups, mAttrs.offsetGroups,
-        static_cast<int64_t>(elementSize(type)));
+    TorchtrtExtDeformConv2dDesc d{};
+    d.n = input.d[0];
+    d.channels = input.d[1];
+    d.height = input.d[2];
+    d.width = input.d[3];
+    d.out_channels = weight.d[0];
+    d.kernel_h = weight.d[2];
+    d.kernel_w = weight.d[3];
+    d.stride_h = mAttrs.stride[0];
+    d.stride_w = mAttrs.stride[1];
+    d.pad_h = mAttrs.padding[0];
+    d.pad_w = mAttrs.padding[1];
+    d.dil_h = mAttrs.dilation[0];
+    d.dil_w = mAttrs.dilation[1];
+    d.groups = mAttrs.groups;
+    d.offset_groups = mAttrs.offsetGroups;
+    d.dtype = type == DataType::kFLOAT ? TORCHTRT_EXT_DCN_FLOAT32
+        : type == DataType::kHALF      ? TORCHTRT_EXT_DCN_FLOAT16
+                                       : TORCHTRT_EXT_DCN_BFLOAT16;
+    d.input_layout = TORCHTRT_EXT_DCN_NCHW;
+    return d;
+}
+
+int64_t DeformConv2dPlugin::workspaceBytes(TorchtrtExtDeformConv2dDesc const& desc, Dims const& input,
+    Dims const& weight) const
+{
+    int64_t const bytes = torchtrt_ext_deform_conv2d_workspace_size(&desc);
     require(bytes >= 0,
         "the kernel rejects input " + dimsText(input) + " with weight " + dimsText(weight) + " and " + mDescription
             + " (sizes out of range, or channels not divisible by groups/offset_groups)");
@@ -356,7 +375,9 @@ size_t DeformConv2dPlugin::getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc co
         require(inputs != nullptr, "null tensor descriptions");
         // The largest shapes of the profile: the launcher's workspace never shrinks as N, C, H, W or C_out grow, so
         // this serves every shape the profile allows (the kernel size is static, checked by configurePlugin).
-        return static_cast<size_t>(workspaceBytes(inputs[kINPUT].max, inputs[kWEIGHT].max, inputs[kINPUT].desc.type));
+        Dims const& x = inputs[kINPUT].max;
+        Dims const& w = inputs[kWEIGHT].max;
+        return static_cast<size_t>(workspaceBytes(launchDesc(x, w, inputs[kINPUT].desc.type), x, w));
     }
     catch (...)
     {
@@ -408,29 +429,16 @@ int32_t DeformConv2dPlugin::enqueue(PluginTensorDesc const* inputDesc, PluginTen
         {
             return 0; // an empty output: nothing to compute
         }
-        DataType const type = inputDesc[kINPUT].type;
-        int64_t const bytes = workspaceBytes(x, w, type);
+        TorchtrtExtDeformConv2dDesc const desc = launchDesc(x, w, inputDesc[kINPUT].type);
+        int64_t const bytes = workspaceBytes(desc, x, w);
         require(inputs[kINPUT] != nullptr && inputs[kOFFSET] != nullptr && inputs[kWEIGHT] != nullptr
                 && outputs[0] != nullptr && (mNbInputs <= kBIAS || inputs[kBIAS] != nullptr)
                 && (mNbInputs <= kMASK || inputs[kMASK] != nullptr),
             "null input or output buffer");
         require(workspace != nullptr, "no workspace given, expected " + std::to_string(bytes) + " bytes");
-        void const* bias = mNbInputs > kBIAS ? inputs[kBIAS] : nullptr;
-        void const* mask = mNbInputs > kMASK ? inputs[kMASK] : nullptr;
-        auto const launch = [&](auto launcher) {
-            return launcher(inputs[kINPUT], inputs[kOFFSET], inputs[kWEIGHT], bias, mask, outputs[0], workspace, bytes,
-                x.d[0], x.d[1], x.d[2], x.d[3], w.d[0], w.d[2], w.d[3], mAttrs.stride[0], mAttrs.stride[1],
-                mAttrs.padding[0], mAttrs.padding[1], mAttrs.dilation[0], mAttrs.dilation[1], mAttrs.groups,
-                mAttrs.offsetGroups, stream);
-        };
-        int32_t status = 0;
-        switch (type)
-        {
-        case DataType::kFLOAT: status = launch(torchtrt_ext_deform_conv2d_f32); break;
-        case DataType::kHALF: status = launch(torchtrt_ext_deform_conv2d_f16); break;
-        case DataType::kBF16: status = launch(torchtrt_ext_deform_conv2d_bf16); break;
-        default: throw PluginError(std::string("no kernel for type ") + dataTypeName(type));
-        }
+        TorchtrtExtDeformConv2dTensors const tensors{inputs[kINPUT], inputs[kOFFSET], inputs[kWEIGHT],
+            mNbInputs > kBIAS ? inputs[kBIAS] : nullptr, mNbInputs > kMASK ? inputs[kMASK] : nullptr, outputs[0]};
+        int32_t const status = torchtrt_ext_deform_conv2d(&desc, &tensors, workspace, bytes, stream);
         checkCuda(static_cast<cudaError_t>(status), "the DeformConv2d kernel launch");
         return 0;
     }

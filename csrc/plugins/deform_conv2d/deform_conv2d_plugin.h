@@ -4,11 +4,12 @@
 // definition (torchtrt_ext/ops/deform_conv2d.py) always puts bias before mask and inserts a zero bias when only a mask
 // is given, so 3 inputs = neither, 4 inputs = bias, 5 inputs = bias and mask. One output [N, C_out, H_out, W_out] of
 // the input's type. LINEAR; float32, float16 or bfloat16, every tensor the same type. The arithmetic lives in
-// csrc/kernels/deform_conv2d.cu (full-op launcher: sampling + our own GEMM, no cuBLAS); this class checks shapes and
+// csrc/kernels/deform_conv2d.cu (torchtrt_ext_deform_conv2d, the launcher the eager op calls too); this class checks shapes and
 // formats, sizes the workspace and dispatches on the data type. Inputs, outputs and fields: README.md.
 #pragma once
 
 #include "NvInferRuntime.h"
+#include "kernels/deform_conv2d.h"
 #include "plugins/common/plugin_base.h"
 
 #include <memory>
@@ -76,8 +77,12 @@ private:
     //! ranks, one supported type, LINEAR, static kernel size, channel relations, batch and output sizes.
     void checkIO(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const& out,
         int32_t nbOutputs) const;
-    //! Bytes of workspace for these (known) sizes; throws PluginError when the launchers would reject them.
-    int64_t workspaceBytes(nvinfer1::Dims const& input, nvinfer1::Dims const& weight, nvinfer1::DataType type) const;
+    //! The launcher's descriptor of these sizes (NCHW input, this plugin's attributes).
+    TorchtrtExtDeformConv2dDesc launchDesc(
+        nvinfer1::Dims const& input, nvinfer1::Dims const& weight, nvinfer1::DataType type) const;
+    //! Bytes of workspace for `desc`; throws PluginError, naming the shapes, when the launcher would reject them.
+    int64_t workspaceBytes(
+        TorchtrtExtDeformConv2dDesc const& desc, nvinfer1::Dims const& input, nvinfer1::Dims const& weight) const;
 
     DeformConv2dAttrs mAttrs;
     int32_t mNbInputs{0}; //!< 3, 4 or 5 once configurePlugin/onShapeChange has run (enqueue is not told the count)
