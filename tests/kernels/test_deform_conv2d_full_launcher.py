@@ -43,6 +43,8 @@ CASES = {
     "odd_channels_groups3": (2, 9, 6, 8, 7, (3, 2), (1, 2), (1, 0), (2, 1), 3, 3, 2.0, True, "rand"),
     "long_reduction": (1, 256, 72, 10, 13, (3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 2.0, True, "rand"),
     "one_pixel": (1, 16, 8, 1, 1, (3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 0.3, True, "rand"),
+    # enough 128 x 256 GEMM tiles for every multiprocessor of an H200: the large tiling (the others take the small one)
+    "large_tiling": (5, 24, 130, 64, 64, (3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 2.0, True, "rand"),
 }
 
 
