@@ -175,3 +175,27 @@ def test_save_load_runs(conv_cuda: Conv, tmp_path: Path) -> None:
     trt_model = torchtrt_ext.compile(conv_cuda, (x,), progress=False)
     restored = load(trt_model.save(tmp_path / "conv.engine"))
     assert torch.equal(restored(x), trt_model(x))
+
+
+@pytest.mark.gpu
+@pytest.mark.tensorrt
+def test_cuda_graphs_replay_older_graphs_across_profiles(conv_cuda: Conv) -> None:
+    """Capture batch 2 (profile 0), then batch 8 (profile 1), then replay both in turn, with eager calls between."""
+    trt_model = torchtrt_ext.compile(conv_cuda, (torch.randn(2, 3, 16, 16, device="cuda"),), profiles=TWO_PROFILES,
+                                     cuda_graphs=True, progress=False)
+    for batch in (2, 8, 2, 8, 3, 2, 16, 8):
+        x = torch.randn(batch, 3, 16, 16, device="cuda")
+        assert (trt_model(x) - conv_cuda(x)).abs().max().item() < 1e-3, batch
+
+
+@pytest.mark.gpu
+@pytest.mark.tensorrt
+def test_unaligned_and_default_stream_inputs(conv_cuda: Conv) -> None:
+    """An offset slice (not 256-byte aligned) on the legacy default stream gives the eager result."""
+    trt_model = torchtrt_ext.compile(conv_cuda, (torch.randn(2, 3, 16, 16, device="cuda"),), progress=False)
+    base = torch.randn(3, 3, 16, 16, device="cuda")
+    x = base[1:]  # keeps an offset of 3*16*16*4 bytes = 3072, not a multiple of 256... plus a 4-byte shift below
+    shifted = torch.randn(2 * 3 * 16 * 16 + 1, device="cuda")[1:].view(2, 3, 16, 16)
+    with torch.cuda.stream(torch.cuda.default_stream()):
+        for inp in (x, shifted):
+            assert (trt_model(inp) - conv_cuda(inp)).abs().max().item() < 1e-3
