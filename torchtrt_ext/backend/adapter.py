@@ -27,7 +27,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from torchtrt_ext.errors import InvalidInputError, MissingDependencyError, failure
+from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, MissingDependencyError, failure
 
 if TYPE_CHECKING:  # the tensorrt-stubs package describes both APIs well enough for mypy
     import tensorrt as trt_t
@@ -106,13 +106,19 @@ class TRTApi:
             runtime.engine_host_code_allowed = True
 
     def load_plugin_library(self, path: str) -> None:
+        """Load a plugin library into the registry; LibraryNotFoundError when TensorRT cannot load it."""
         if not self.supports_plugins:
             raise InvalidInputError(failure(
                 f"refusing to load plugin library {path} into {self.name}",
                 "plugins only with backend='tensorrt' (TensorRT-RTX aborts the process on plugin nodes)",
                 "use plugins='decompose' with tensorrt_rtx"))
         registry = self.trt.get_plugin_registry()
-        registry.load_library(path)
+        if registry.load_library(path) is None:  # the binding returns None on failure; it does not raise
+            raise LibraryNotFoundError(failure(
+                f"{self.name} {self.version} could not load the plugin library {path}",
+                "a plugin library built for this TensorRT whose dependencies (e.g. libcudart.so.13) the loader finds",
+                f"read TensorRT's error in the log 'torchtrt_ext.backend'; check `ldd {path}`; rebuild it here "
+                "(pip install -e .)"))
 
     def make_logger(self, records: list[tuple[str, str]] | None = None) -> trt_t.ILogger:
         """An ILogger forwarding TensorRT messages to Python logging ("torchtrt_ext.backend").
