@@ -411,39 +411,41 @@ __device__ __forceinline__ void splitTf32(float x, uint32_t& hi, uint32_t& lo) {
     asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(lo) : "f"(x - __uint_as_float(hi)));
 }
 
+// Rows [row0, row0 + ROWS) x reduction steps [k0, k0 + kBK) of a K-contiguous matrix (row length ld) into shared
+// memory by 16-byte cp.async copies; zeros for rows >= row_end or steps >= k_end (a copy is wholly in or out: k_end
+// and ld are multiples of a copy's elements).
+template <typename T, class C, int ROWS>
+__device__ __forceinline__ void copyTile(T* dst, T const* __restrict__ src, int64_t row0, int64_t row_end, int64_t ld,
+                                         int64_t k0, int64_t k_end) {
+    using S = GemmShape<T, C>;
+    constexpr int kChunksPerRow = C::kBK / S::kChunk;
+    static_assert((ROWS * kChunksPerRow) % C::kThreads == 0, "the tile must split evenly over the threads");
+#pragma unroll
+    for (int s = 0; s < ROWS * kChunksPerRow / C::kThreads; ++s) {
+        int const i = s * C::kThreads + threadIdx.x;
+        int const r = i / kChunksPerRow, ch = i % kChunksPerRow;
+        int64_t const row = row0 + r, k = k0 + ch * S::kChunk;
+        bool const ok = row < row_end && k < k_end;
+        cpAsync16(dst + r * S::kLds + ch * S::kChunk, ok ? src + row * ld + k : src, ok);
+    }
+}
+
 // One stage of A (weight rows m0.., reduction k0..) and B (columns of pixels n0..) into shared memory. A by 16-byte
 // copies when kVecA (rows of the weight 16-byte aligned), else element by element; both zero outside the matrix.
 template <typename T, class C, bool kVecA>
 __device__ __forceinline__ void loadStage(T* As, T* Bs, T const* __restrict__ a, T const* __restrict__ b,
                                           GemmParams const& p, int64_t m0, int64_t n0, int64_t k0) {
     using S = GemmShape<T, C>;
-    constexpr int kThreads = C::kThreads, kBM = C::kBM, kBN = C::kBN;
-    constexpr int kChunksPerRow = C::kBK / S::kChunk;
-    static_assert((kBM * kChunksPerRow) % kThreads == 0 && (kBN * kChunksPerRow) % kThreads == 0, "tile");
     if constexpr (kVecA) {
-#pragma unroll
-        for (int s = 0; s < kBM * kChunksPerRow / kThreads; ++s) {
-            int const i = s * kThreads + threadIdx.x;
-            int const r = i / kChunksPerRow, ch = i % kChunksPerRow;
-            int64_t const m = m0 + r, k = k0 + ch * S::kChunk;
-            bool const ok = m < p.per_group_out && k < p.rows;
-            cpAsync16(As + r * S::kLds + ch * S::kChunk, ok ? a + m * p.rows + k : a, ok);
-        }
+        copyTile<T, C, C::kBM>(As, a, m0, p.per_group_out, p.rows, k0, p.rows);
     } else {
-        for (int i = threadIdx.x; i < kBM * C::kBK; i += kThreads) {
+        for (int i = threadIdx.x; i < C::kBM * C::kBK; i += C::kThreads) {
             int const r = i / C::kBK, kk = i % C::kBK;
             int64_t const m = m0 + r, k = k0 + kk;
             As[r * S::kLds + kk] = m < p.per_group_out && k < p.rows ? a[m * p.rows + k] : fromF32<T>(0.f);
         }
     }
-#pragma unroll
-    for (int s = 0; s < kBN * kChunksPerRow / kThreads; ++s) {
-        int const i = s * kThreads + threadIdx.x;
-        int const r = i / kChunksPerRow, ch = i % kChunksPerRow;
-        int64_t const q = n0 + r, k = k0 + ch * S::kChunk;
-        bool const ok = q < p.cols && k < p.rows_pad;
-        cpAsync16(Bs + r * S::kLds + ch * S::kChunk, ok ? b + q * p.ld + k : b, ok);
-    }
+    copyTile<T, C, C::kBN>(Bs, b, n0, p.cols, p.ld, k0, p.rows_pad);
 }
 
 // The tensor-core products of one stage into acc (fp16/bf16) or into part (float: 3xTF32, folded by the caller).

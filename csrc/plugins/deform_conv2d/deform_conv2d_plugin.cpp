@@ -53,13 +53,22 @@ std::string dimsText(Dims const& d)
     return s + "]";
 }
 
-void checkCounts(int32_t nbInputs, int32_t nbOutputs)
+} // namespace
+
+void DeformConv2dPlugin::checkCounts(int32_t nbInputs, int32_t nbOutputs)
 {
     require(nbInputs >= kMIN_INPUTS && nbInputs <= kMAX_INPUTS && nbOutputs == kNB_OUTPUTS,
         "expected 3 to 5 inputs (input, offset, weight[, bias[, mask]]) and 1 output, got " + std::to_string(nbInputs)
             + " inputs and " + std::to_string(nbOutputs) + " outputs");
 }
 
+char const* DeformConv2dPlugin::inputName(int32_t index) noexcept
+{
+    return index >= 0 && index < kMAX_INPUTS ? kINPUT_NAMES[index] : "<input>";
+}
+
+namespace
+{
 bool known(int64_t d)
 {
     return d >= 0;
@@ -102,11 +111,6 @@ DeformConv2dPlugin::DeformConv2dPlugin(DeformConv2dAttrs const& attrs, std::stri
         "field 'offset_groups' is " + std::to_string(attrs.offsetGroups) + ", expected a value >= 1");
 }
 
-bool DeformConv2dPlugin::isSupportedType(DataType type) noexcept
-{
-    return type == DataType::kFLOAT || type == DataType::kHALF || type == DataType::kBF16;
-}
-
 void DeformConv2dPlugin::checkIO(
     PluginTensorDesc const* in, int32_t nbInputs, PluginTensorDesc const& out, int32_t nbOutputs) const
 {
@@ -121,7 +125,7 @@ void DeformConv2dPlugin::checkIO(
     require(out.dims.nbDims == 4, "the output has shape " + dimsText(out.dims) + ", expected rank 4");
     require(out.format == TensorFormat::kLINEAR, "the output is not LINEAR, expected LINEAR");
     DataType const type = in[kINPUT].type;
-    require(isSupportedType(type),
+    require(isFloatType(type),
         std::string("input has type ") + dataTypeName(type) + ", expected kFLOAT, kHALF or kBF16");
     for (int32_t i = 1; i < nbInputs; ++i)
     {
@@ -215,27 +219,12 @@ void DeformConv2dPlugin::checkIO(
 
 TorchtrtExtDeformConv2dDesc DeformConv2dPlugin::launchDesc(Dims const& input, Dims const& weight, DataType type) const
 {
-    TorchtrtExtDeformConv2dDesc d{};
-    d.n = input.d[0];
-    d.channels = input.d[1];
-    d.height = input.d[2];
-    d.width = input.d[3];
-    d.out_channels = weight.d[0];
-    d.kernel_h = weight.d[2];
-    d.kernel_w = weight.d[3];
-    d.stride_h = mAttrs.stride[0];
-    d.stride_w = mAttrs.stride[1];
-    d.pad_h = mAttrs.padding[0];
-    d.pad_w = mAttrs.padding[1];
-    d.dil_h = mAttrs.dilation[0];
-    d.dil_w = mAttrs.dilation[1];
-    d.groups = mAttrs.groups;
-    d.offset_groups = mAttrs.offsetGroups;
-    d.dtype = type == DataType::kFLOAT ? TORCHTRT_EXT_DCN_FLOAT32
-        : type == DataType::kHALF      ? TORCHTRT_EXT_DCN_FLOAT16
-                                       : TORCHTRT_EXT_DCN_BFLOAT16;
-    d.input_layout = TORCHTRT_EXT_DCN_NCHW;
-    return d;
+    int32_t const dtype = type == DataType::kFLOAT ? TORCHTRT_EXT_DCN_FLOAT32
+        : type == DataType::kHALF                  ? TORCHTRT_EXT_DCN_FLOAT16
+                                                   : TORCHTRT_EXT_DCN_BFLOAT16;
+    return {input.d[0], input.d[1], input.d[2], input.d[3], weight.d[0], weight.d[2], weight.d[3], mAttrs.stride[0],
+        mAttrs.stride[1], mAttrs.padding[0], mAttrs.padding[1], mAttrs.dilation[0], mAttrs.dilation[1], mAttrs.groups,
+        mAttrs.offsetGroups, dtype, TORCHTRT_EXT_DCN_NCHW};
 }
 
 int64_t DeformConv2dPlugin::workspaceBytes(TorchtrtExtDeformConv2dDesc const& desc, Dims const& input,
@@ -267,32 +256,6 @@ int32_t DeformConv2dPlugin::configurePlugin(nvinfer1::DynamicPluginTensorDesc co
     catch (...)
     {
         logCaught("DeformConv2d::configurePlugin");
-    }
-    return kERROR_STATUS;
-}
-
-int32_t DeformConv2dPlugin::getOutputDataTypes(
-    DataType* outputTypes, int32_t nbOutputs, DataType const* inputTypes, int32_t nbInputs) const noexcept
-{
-    try
-    {
-        checkCounts(nbInputs, nbOutputs);
-        require(outputTypes != nullptr && inputTypes != nullptr, "null type arrays");
-        require(isSupportedType(inputTypes[0]),
-            std::string("input has type ") + dataTypeName(inputTypes[0])
-                + ", expected kFLOAT, kHALF or kBF16 (cast the inputs first)");
-        for (int32_t i = 1; i < nbInputs; ++i)
-        {
-            require(inputTypes[i] == inputTypes[0],
-                std::string(kINPUT_NAMES[i]) + " has type " + dataTypeName(inputTypes[i]) + ", expected the input's type "
-                    + dataTypeName(inputTypes[0]) + " (cast it)");
-        }
-        outputTypes[0] = inputTypes[0];
-        return 0;
-    }
-    catch (...)
-    {
-        logCaught("DeformConv2d::getOutputDataTypes");
     }
     return kERROR_STATUS;
 }
@@ -334,36 +297,6 @@ int32_t DeformConv2dPlugin::getOutputShapes(nvinfer1::DimsExprs const* inputs, i
         logCaught("DeformConv2d::getOutputShapes");
     }
     return kERROR_STATUS;
-}
-
-bool DeformConv2dPlugin::supportsFormatCombination(
-    int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs, int32_t nbOutputs) noexcept
-{
-    try
-    {
-        checkCounts(nbInputs, nbOutputs);
-        require(inOut != nullptr, "null tensor descriptions");
-        require(pos >= 0 && pos < nbInputs + nbOutputs,
-            "position " + std::to_string(pos) + " is out of range, expected [0, " + std::to_string(nbInputs + nbOutputs)
-                + ")");
-        PluginTensorDesc const& desc = inOut[pos].desc;
-        if (desc.format != TensorFormat::kLINEAR || !isSupportedType(desc.type))
-        {
-            return false;
-        }
-        // Every later position is asked with the earlier ones already chosen: all must be the input's type.
-        return pos == 0 || desc.type == inOut[0].desc.type;
-    }
-    catch (...)
-    {
-        logCaught("DeformConv2d::supportsFormatCombination");
-    }
-    return false;
-}
-
-int32_t DeformConv2dPlugin::getNbOutputs() const noexcept
-{
-    return kNB_OUTPUTS;
 }
 
 size_t DeformConv2dPlugin::getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,

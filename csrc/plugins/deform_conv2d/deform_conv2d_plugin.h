@@ -48,14 +48,9 @@ public:
     // IPluginV3OneBuild
     int32_t configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
         nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept override;
-    int32_t getOutputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs,
-        nvinfer1::DataType const* inputTypes, int32_t nbInputs) const noexcept override;
     int32_t getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs const* shapeInputs,
         int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs,
         nvinfer1::IExprBuilder& exprBuilder) noexcept override;
-    bool supportsFormatCombination(int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs,
-        int32_t nbOutputs) noexcept override;
-    int32_t getNbOutputs() const noexcept override;
     //! From torchtrt_ext_deform_conv2d_workspace_size at the profile's largest shapes (DynamicPluginTensorDesc::max).
     size_t getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
         nvinfer1::DynamicPluginTensorDesc const* outputs, int32_t nbOutputs) const noexcept override;
@@ -66,11 +61,12 @@ public:
     int32_t enqueue(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
         void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) noexcept override;
 
-    //! True for the data types the kernels compute (accumulating in float32): kFLOAT, kHALF, kBF16.
-    static bool isSupportedType(nvinfer1::DataType type) noexcept;
-
 private:
     friend class PluginV3Base<DeformConv2dPlugin>;
+    //! 3 to 5 inputs and 1 output, else PluginError.
+    static void checkCounts(int32_t nbInputs, int32_t nbOutputs);
+    //! "input", "offset", "weight", "bias", "mask".
+    static char const* inputName(int32_t index) noexcept;
     //! stride, padding, dilation (kINT32 x 2), groups, offset_groups (kINT32), for getFieldsToSerialize.
     void addFieldsToSerialize(std::vector<nvinfer1::PluginField>& fields);
     //! Checks shared by configurePlugin, onShapeChange and enqueue on dims where -1 means "not known yet": counts,
