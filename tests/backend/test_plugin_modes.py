@@ -26,14 +26,6 @@ def no_cpp_library(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def cpp_library(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    library = tmp_path / "libtorchtrt_ext_plugins.so"
-    library.write_bytes(b"not really a library")
-    monkeypatch.setattr(_native, "plugin_library_path", lambda: library)
-    return library
-
-
-@pytest.fixture
 def python_plugins(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
     plugin_modes._register_python_once.cache_clear()
@@ -63,7 +55,8 @@ def test_auto_prefers_the_cpp_library(cpp_library: Path, custom: onnx.ModelProto
     with caplog.at_level(logging.INFO, logger="torchtrt_ext"):
         plan = plugin_modes.resolve_plugin_mode("auto", FAKE_TRT, custom)
     assert plan.mode == "cpp" and plan.library == cpp_library and plan.library_sha256 is not None
-    assert plan.ops == (("L2Norm", "1", "torchtrt_ext"),)
+    assert [(op.plugin.name, op.plugin.version, op.plugin.namespace, op.route) for op in plan.ops] == [
+        ("L2Norm", "1", "torchtrt_ext", "cpp")]
     assert "plugins='auto': using the C++ plugin library" in caplog.text
 
 
