@@ -58,10 +58,11 @@ private:
     std::array<nvinfer1::IPluginCreatorInterface*, kSIZE> const mInterfaces;
 };
 
-//! Every op of the library, one line each, in the order getCreators lists them.
-using CreatorTable = CreatorSet<
-    L2NormPluginCreator,
-    DeformConv2dPluginCreator>;
+//! Every op of the library, one line each (leading commas, so adding an op adds a line and changes none), in the order
+//! getCreators lists them.
+using CreatorTable = CreatorSet<L2NormPluginCreator
+    , DeformConv2dPluginCreator
+    >;
 
 //! How many creators the library lists (what the tests count against).
 constexpr int32_t kNB_CREATORS = CreatorTable::kSIZE;
