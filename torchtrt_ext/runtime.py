@@ -18,6 +18,11 @@
 - Engines with a shape-tensor input (TensorRT reads it from host memory) or an input/output type torch has no
   element-for-element counterpart of (INT4, FP4) are refused when loaded, naming the tensor.
 - ``save(path)`` / ``torchtrt_ext.load(path)``; the engine also travels in ``state_dict()`` (extra state).
+- An engine built with ``embed_plugins=True`` carries our plugin library inside the plan, and deserializing it loads
+  and runs that library's code. Such an engine loads only with ``allow_engine_host_code=True`` (CLI:
+  ``--allow-engine-host-code``), the caller's statement that they trust where the file came from; without it the
+  load is refused before anything is deserialized (``HostCodeNotAllowedError``). ``compile(embed_plugins=True)``
+  passes it for the engine it built or found in the user's own cache (docs/deployment.md, "Security").
 """
 from __future__ import annotations
 
@@ -37,6 +42,7 @@ from torchtrt_ext.backend.plugins import PluginPlan, load_plugins
 from torchtrt_ext.backend.profiles import choose_profile
 from torchtrt_ext.errors import (
     EngineCompatibilityError,
+    HostCodeNotAllowedError,
     InvalidInputError,
     LibraryNotFoundError,
     NoGPUError,
@@ -174,7 +180,31 @@ def _plugin_plan(metadata: EngineMetadata) -> PluginPlan:
     return PluginPlan("none")
 
 
-def _deserialize(engine: Engine, device: torch.device) -> _Loaded:
+def check_host_code_allowed(metadata: EngineMetadata, allow_engine_host_code: bool, source: str) -> None:
+    """Refuse an engine that carries host code (an embedded plugin library) unless the caller allowed it."""
+    if metadata.plugins_embedded and not allow_engine_host_code:
+        raise HostCodeNotAllowedError(failure(
+            f"{source} carries host code: the plugin library for {list(metadata.plugins)} is embedded in the plan "
+            "(built with embed_plugins=True), and deserializing it loads and runs that library's code, as "
+            "dangerous as loading a shared library from the same place",
+            "engines with host code only where the caller allows it explicitly (TensorRT's engine_host_code_allowed "
+            "is off by default for the same reason)",
+            "if you trust where this file came from, pass allow_engine_host_code=True (CLI: "
+            "--allow-engine-host-code); otherwise have it rebuilt with embed_plugins=False and load "
+            "libtorchtrt_ext_plugins.so from a build you trust"))
+
+
+def create_runtime(api: TRTApi, metadata: EngineMetadata, *, allow_engine_host_code: bool, source: str) -> Any:
+    """A TensorRT ``Runtime`` for an engine with ``metadata``; host code is allowed only for an engine that carries it
+    and only when ``allow_engine_host_code`` is True (else HostCodeNotAllowedError, before the Runtime exists)."""
+    check_host_code_allowed(metadata, allow_engine_host_code, source)
+    runtime = api.trt.Runtime(api.make_logger())
+    if metadata.plugins_embedded:
+        api.allow_host_code(runtime)
+    return runtime
+
+
+def _deserialize(engine: Engine, device: torch.device, allow_engine_host_code: bool) -> _Loaded:
     metadata = engine.metadata
     api = load_backend(metadata.backend)
     check_compatible(metadata, api, device)
@@ -185,11 +215,9 @@ def _deserialize(engine: Engine, device: torch.device) -> _Loaded:
             f"the engine needs plugins {list(metadata.plugins)} from the C++ plugin library, which is not available "
             f"here ({exc})", "libtorchtrt_ext_plugins.so built for this TensorRT",
             "build it (pip install -e .), or rebuild the engine with embed_plugins=True or plugins='decompose'"))
-    logger = api.make_logger()
     with torch.cuda.device(device):
-        runtime: trt_t.Runtime = api.trt.Runtime(logger)
-        if metadata.plugins_embedded:
-            api.allow_host_code(runtime)
+        runtime: trt_t.Runtime = create_runtime(api, metadata, allow_engine_host_code=allow_engine_host_code,
+                                                source=repr(engine))
         cuda_engine = runtime.deserialize_cuda_engine(engine.plan)
     if cuda_engine is None:
         raise EngineCompatibilityError(failure(
@@ -204,12 +232,17 @@ def _deserialize(engine: Engine, device: torch.device) -> _Loaded:
 class TRTModule(torch.nn.Module):
     """An ``nn.Module`` running a TensorRT ``Engine`` on CUDA tensors. See the module docstring."""
 
-    def __init__(self, engine: Engine | None = None, *, cuda_graphs: bool = False) -> None:
+    def __init__(self, engine: Engine | None = None, *, cuda_graphs: bool = False,
+                 allow_engine_host_code: bool = False) -> None:
         """``engine``: the Engine to run (None: set it later through ``load_state_dict``). ``cuda_graphs``: replay
-        CUDA graphs for repeated input shapes. Default False."""
+        CUDA graphs for repeated input shapes. Default False. ``allow_engine_host_code``: let an engine that carries
+        an embedded plugin library load and run it; only for engines you trust. Default False (refused)."""
         super().__init__()
+        if engine is not None:
+            check_host_code_allowed(engine.metadata, allow_engine_host_code, repr(engine))
         self._engine = engine
         self.cuda_graphs = cuda_graphs
+        self.allow_engine_host_code = allow_engine_host_code
         self._loaded: _Loaded | None = None
         self._lock = threading.Lock()
 
@@ -250,7 +283,10 @@ class TRTModule(torch.nn.Module):
 
     def set_extra_state(self, state: Any) -> None:
         data = state.get("engine") if isinstance(state, Mapping) else None
-        self._engine = Engine.from_bytes(data, source="state_dict") if data else None
+        engine = Engine.from_bytes(data, source="state_dict") if data else None
+        if engine is not None:
+            check_host_code_allowed(engine.metadata, self.allow_engine_host_code, "the engine in this state_dict")
+        self._engine = engine
         self._loaded = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -261,6 +297,7 @@ class TRTModule(torch.nn.Module):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self.__dict__.setdefault("allow_engine_host_code", False)  # pickled before the option existed
         self._lock = threading.Lock()
 
     # -- execution
@@ -269,7 +306,7 @@ class TRTModule(torch.nn.Module):
         with self._lock:
             if self._loaded is None:
                 target = device if device is not None else require_gpu()
-                loaded = _deserialize(self.engine, target)
+                loaded = _deserialize(self.engine, target, self.allow_engine_host_code)
                 check_bindings(self.metadata, loaded.cuda_engine, loaded.api)
                 self._loaded = loaded
 
@@ -518,17 +555,20 @@ def _set_address(trt_context: Any, name: str, buffer: torch.Tensor, role: str) -
             "read the TensorRT error in the log 'torchtrt_ext.backend'"))
 
 
-def load(path: str | os.PathLike[str], *, cuda_graphs: bool = False) -> TRTModule:
+def load(path: str | os.PathLike[str], *, cuda_graphs: bool = False, allow_engine_host_code: bool = False) -> TRTModule:
     """Load an engine file written by ``TRTModule.save`` / ``Engine.save``.
 
     Checks the TensorRT version (and, where a GPU is present, its architecture) before returning, and deserializes
     eagerly when a GPU is present so incompatibilities surface here rather than at the first call.
+    ``allow_engine_host_code``: see ``TRTModule``; an engine with an embedded plugin library is refused without it,
+    before anything is deserialized. Default False.
     """
     engine = Engine.load(path)
+    check_host_code_allowed(engine.metadata, allow_engine_host_code, f"engine file {path}")
     api = load_backend(engine.metadata.backend)
     device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else None
     check_compatible(engine.metadata, api, device)
-    module = TRTModule(engine, cuda_graphs=cuda_graphs)
+    module = TRTModule(engine, cuda_graphs=cuda_graphs, allow_engine_host_code=allow_engine_host_code)
     if device is not None:
         module.load_engine(device)
     return module
