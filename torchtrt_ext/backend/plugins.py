@@ -5,7 +5,8 @@
 - ``"cpp"``: load ``libtorchtrt_ext_plugins.so`` into TensorRT's plugin registry (IPluginV3 creators);
 - ``"python"``: register the same ops as TensorRT Python plugins (``backend/python_plugins.py``);
 - ``"decompose"``: replace every torchtrt_ext node by standard ONNX ops (no plugin needed, slower);
-- ``"auto"``: C++ when the library is built, else Python; on TensorRT-RTX always ``"decompose"`` (logged).
+- ``"auto"``: the Python plugins if this process registered them already, else C++ when the library is built, else
+  Python; on TensorRT-RTX always ``"decompose"`` (logged). One process holds one of the two (see ``load_plugins``).
 
 TensorRT-RTX aborts the whole process when a node maps to any plugin, so with that backend ``"cpp"`` and
 ``"python"`` raise before the parser sees the graph, and ``assert_plugin_free`` refuses, as a last line, any graph
@@ -151,7 +152,11 @@ def resolve_plugin_mode(requested: str, api: TRTApi, model: onnx.ModelProto) -> 
     if requested == "python":
         _register_python_once()  # raises with the reason when unavailable (no tensorrt.plugin, ...)
         return PluginPlan("python", ops=ops)
-    # auto on a plugin-capable backend: C++ if built, else Python
+    # auto on a plugin-capable backend: the plugins this process registered already, else C++ if built, else Python
+    if registered_plugin_mode(api, ops) == "python":
+        log.info("plugins='auto': the Python plugins are registered in this process already; using them for %s",
+                 ", ".join(o[0] for o in ops))
+        return PluginPlan("python", ops=ops)
     try:
         library = _native.plugin_library_path()
     except LibraryNotFoundError as cpp_error:
@@ -188,12 +193,41 @@ def prepare_graph(model: onnx.ModelProto, plan: PluginPlan) -> onnx.ModelProto:
 
 
 def load_plugins(api: TRTApi, plan: PluginPlan) -> None:
-    """Make the plan's plugins visible to ``api``'s registry (once per process)."""
+    """Make the plan's plugins visible to ``api``'s registry (once per process).
+
+    Refused when the other mode registered the ops in this process already: the registry keeps the first creator of a
+    name, so TensorRT would silently run the other plugin (after the C++ library, the Python plugins' registration is
+    ignored) or loading fails (after the Python plugins, ``load_library`` returns None), and the engine's metadata
+    would name the wrong mode.
+    """
+    if plan.mode not in ("cpp", "python"):
+        return
+    registered = registered_plugin_mode(api, plan.ops)
+    if registered not in (None, plan.mode):
+        raise BuildError(failure(
+            f"plugins={plan.mode!r}, but the {registered} plugins already registered {', '.join(o[0] for o in plan.ops)} "
+            f"in this process's {api.name} plugin registry, which keeps the first creator of a name",
+            "one plugin mode per process (the C++ library and the Python plugins register the same names)",
+            f"use plugins={registered!r} (or 'auto', which takes the registered one) here, or run the "
+            f"{plan.mode!r} build in a fresh process"))
     if plan.mode == "cpp":
         assert plan.library is not None
         _load_library_once(api, str(plan.library))
-    elif plan.mode == "python":
+    else:
         _register_python_once()
+
+
+def registered_plugin_mode(api: TRTApi, ops: tuple[tuple[str, str, str], ...]) -> str | None:
+    """Which plugins ``api``'s registry answers the ops with: "python" (tensorrt.plugin creators), "cpp", or None."""
+    get_registry = getattr(api.trt, "get_plugin_registry", None)
+    if get_registry is None:
+        return None
+    quick = getattr(api.trt, "IPluginCreatorV3Quick", None)  # the base class of tensorrt.plugin's creators
+    for op_type, version, namespace in ops:
+        creator = get_registry().get_creator(op_type, version, namespace)
+        if creator is not None:
+            return "python" if quick is not None and isinstance(creator, quick) else "cpp"
+    return None
 
 
 @functools.lru_cache(maxsize=None)
