@@ -533,7 +533,7 @@ def _engine_stream(loaded: _Loaded) -> torch.cuda.Stream:
     """This thread's private stream on the engine's device (never the legacy default stream)."""
     stream = getattr(loaded.local, "stream", None)
     if stream is None:
-        stream = loaded.local.stream = torch.cuda.Stream(loaded.device)
+        stream = loaded.local.stream = torch.cuda.Stream(loaded.device)  # type: ignore[no-untyped-call]
     return stream
 
 
@@ -547,7 +547,7 @@ def _enqueue(context: _Context, stream: int, what: str) -> None:
 
 def tensor_address(tensor: torch.Tensor) -> int:
     """Where ``tensor``'s elements start in memory; unlike ``data_ptr()`` not 0 for an empty view of real storage."""
-    return int(tensor.untyped_storage().data_ptr()) + tensor.storage_offset() * tensor.element_size()
+    return int(tensor.untyped_storage().data_ptr()) + int(tensor.storage_offset()) * tensor.element_size()
 
 
 def aligned_empty(shape: Sequence[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
