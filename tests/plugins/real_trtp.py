@@ -175,3 +175,13 @@ def enqueue(trt: Any, plugin: Any, inputs: list[tuple[tuple[int, ...], Any, int]
     strides = [trt.Dims([0]) for _ in inputs], [trt.Dims([0]) for _ in outputs]
     plugin.enqueue(descs(inputs), descs(outputs), [p for _, _, p in inputs], [p for _, _, p in outputs], *strides,
                    stream)
+
+
+def deregister(trt: Any, trtp: Any) -> None:
+    """Take the package's creators out of TensorRT-RTX's process-wide registry again, so later tests of the session
+    (C++ plugins under the same names) find the registry as they would in a process of their own."""
+    registry = trt.get_plugin_registry()
+    for creator in trtp._lib.QDP_CREATORS.values():
+        if isinstance(creator, trt.IPluginCreatorV3Quick):
+            registry.deregister_creator(creator)
+    trtp._lib.QDP_CREATORS.clear()

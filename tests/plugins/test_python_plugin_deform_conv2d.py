@@ -31,6 +31,7 @@ def trt_and_trtp(monkeypatch: pytest.MonkeyPatch) -> Any:
     trt, trtp = real_trtp.install(monkeypatch)
     python_plugins.register_python_plugins()
     yield trt, trtp
+    real_trtp.deregister(trt, trtp)
     python_plugins._dtype_maps.cache_clear()
 
 
