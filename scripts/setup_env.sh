@@ -11,4 +11,11 @@ VENV=${VENV:-.venv}
 PIP=("$VENV/bin/python" -m pip install --disable-pip-version-check -q)
 "${PIP[@]}" "${TORCH_SPEC:-torch==2.13.0}"
 "${PIP[@]}" -e ".[${EXTRAS:-dev,rtx,docs}]"
+# The real tensorrt.plugin package for the Python-plugin tests (tests/plugins/real_trtp.py): pure Python, shipped in
+# NVIDIA's TensorRT bindings wheel, whose native module cannot load here; unpacked beside the venv, never imported as
+# an installed package.
+TRTP_VERSION=11.4.0.106
+TRTP_DIR=.deps/tensorrt-plugin-$TRTP_VERSION
+[ -f "$TRTP_DIR/tensorrt_bindings/plugin/__init__.py" ] ||
+  "${PIP[@]}" --no-deps --target "$TRTP_DIR" "tensorrt-cu13-bindings==$TRTP_VERSION"
 echo "environment ready: $VENV ($("$VENV/bin/python" -c 'import torch; print("torch", torch.__version__)'))"
