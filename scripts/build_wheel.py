@@ -31,16 +31,18 @@ import tempfile
 import zipfile
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from torchtrt_ext._native import wheel_name  # noqa: E402 - the one spelling of the variants' names
 STAGED = ("setup.py", "pyproject.toml", "README.md", "csrc", "torchtrt_ext")
 LIBRARIES = ("libtorchtrt_ext_kernels.so", "libtorchtrt_ext_plugins.so", "libtorchtrt_ext_plugins_autoload.so")
-# Entry points each library must export (the device code lives in the first two only).
+# Entry points each library must export, and the libraries that hold device code.
 EXPORTS = {"libtorchtrt_ext_kernels.so": ("torchtrt_ext_cuda_runtime_version", "torchtrt_ext_l2norm_f32"),
            "libtorchtrt_ext_plugins.so": ("getCreators", "setLoggerFinder"),
            "libtorchtrt_ext_plugins_autoload.so": ()}
+DEVICE_CODE = ("libtorchtrt_ext_kernels.so", "libtorchtrt_ext_plugins.so")
 
 
 class WheelError(Exception):
@@ -121,7 +123,7 @@ def _output(*cmd: str) -> str:
     return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
 
 
-def _check_library(path: Path, info: dict[str, object]) -> list[str]:
+def _check_library(path: Path, info: dict[str, Any]) -> list[str]:
     """What is wrong with one library of the wheel (empty when nothing)."""
     problems = []
     needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", _output("readelf", "-d", str(path)))
@@ -131,12 +133,12 @@ def _check_library(path: Path, info: dict[str, object]) -> list[str]:
     leaked = sorted(name for name in exported if name.startswith(("cuda", "__cuda", "cu")) and "torchtrt" not in name)
     if leaked:
         problems.append(f"{path.name} exports CUDA runtime symbols {leaked[:5]} (link with --exclude-libs)")
-    if not EXPORTS[path.name] or path.name.endswith("_autoload.so"):
+    if path.name not in DEVICE_CODE:
         return problems
     cuobjdump = _tool("cuobjdump")
     sm = set(re.findall(r"\.sm_(\d+)\.cubin", _output(cuobjdump, "--list-elf", str(path))))
     ptx = set(re.findall(r"\.sm_(\d+)\.ptx", _output(cuobjdump, "--list-ptx", str(path))))
-    if sm != set(info["sm"]) or ptx != {info["ptx"]}:  # type: ignore[call-overload]
+    if sm != set(info["sm"]) or ptx != {info["ptx"]}:
         problems.append(f"{path.name}: cuobjdump lists machine code for sm {sorted(sm, key=int)} and PTX for "
                         f"{sorted(ptx, key=int)}, build_info.json says sm {info['sm']} and PTX {info['ptx']}")
     print(f"  {path.name}: {path.stat().st_size / 2**20:.1f} MiB, SASS sm_{', sm_'.join(sorted(sm, key=int))}; "
@@ -144,8 +146,8 @@ def _check_library(path: Path, info: dict[str, object]) -> list[str]:
     return problems
 
 
-def check(wheel: Path, cuda_major: int | None = None) -> dict[str, object]:
-    """Check a built wheel (see the module docstring); return its build_info. Raises WheelError listing problems."""
+def check(wheel: Path, cuda_major: int | None = None) -> None:
+    """Check a built wheel (see the module docstring); raise WheelError listing every problem found."""
     print(f"{wheel.name}: {wheel.stat().st_size / 2**20:.1f} MiB")
     with tempfile.TemporaryDirectory(prefix="torchtrt_ext_check_") as tmp:
         with zipfile.ZipFile(wheel) as archive:
@@ -168,7 +170,6 @@ def check(wheel: Path, cuda_major: int | None = None) -> dict[str, object]:
     if problems:
         raise WheelError(f"{wheel.name}:\n  " + "\n  ".join(problems))
     print(f"  ok: CUDA {info['cuda_version']}, tag {tag} (auditwheel agrees)")
-    return info
 
 
 def main(argv: list[str] | None = None) -> int:
