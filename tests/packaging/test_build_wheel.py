@@ -4,6 +4,7 @@ lacks the libraries."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -47,8 +48,7 @@ def test_cuda12_with_a_cuda13_nvcc_is_refused_before_building(tmp_path: Path) ->
     if "release 12." in version:
         pytest.skip(f"{nvcc} is a CUDA 12 nvcc: it would build the CUDA 12 wheel")
     result = subprocess.run([sys.executable, str(SCRIPT), "--cuda", "12", "--out", str(tmp_path)],
-                            capture_output=True, text=True, timeout=300, env={"PATH": "/usr/bin:/bin",
-                                                                              "TORCHTRT_EXT_NVCC": nvcc})
+                            capture_output=True, text=True, timeout=300, env={**os.environ, "TORCHTRT_EXT_NVCC": nvcc})
     assert result.returncode == 1
     assert "--cuda 12 needs a CUDA 12 nvcc" in result.stderr and "TORCHTRT_EXT_NVCC" in result.stderr, result.stderr
     assert not list(tmp_path.iterdir())
