@@ -21,7 +21,7 @@ fi
 echo "wheel built and checked in ${SECONDS}s"
 
 "${PYTHON:-python3}" -m venv "$WORK/venv"
-PIP=("$WORK/venv/bin/python" -m pip install --disable-pip-version-check -q)
+PIP=("$WORK/venv/bin/python" -m pip install --disable-pip-version-check -q --no-compile)  # no .pyc of all of torch
 "${PIP[@]}" "${TORCH_SPEC:-torch==2.13.0}"
 "${PIP[@]}" "$wheel[dev,rtx]"
 echo "fresh venv with the wheel installed at ${SECONDS}s"
