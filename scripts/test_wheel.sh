@@ -28,6 +28,8 @@ echo "fresh venv with the wheel installed at ${SECONDS}s"
 
 # Everything the tests read (tests/, docs/, examples/, csrc/, setup.py...) except the package itself.
 git ls-files -z --cached --others --exclude-standard | grep -zv '^torchtrt_ext/' | tar --null -cf - -T - | tar -xf - -C "$WORK/tree"
+# The real tensorrt.plugin package that setup_env.sh unpacked (tests/plugins/real_trtp.py reads it from .deps/).
+mkdir -p "$WORK/tree/.deps" && cp -r .deps/tensorrt-plugin-* "$WORK/tree/.deps/" 2>/dev/null || true
 cd "$WORK/tree"
 clean_env=(env -u CUDA_HOME -u CUDA_PATH -u TORCHTRT_EXT_NVCC -u TORCHTRT_EXT_TRT_INCLUDE -u TensorRT_ROOT
            -u TORCHTRT_EXT_KERNELS_LIB -u TORCHTRT_EXT_PLUGIN_LIB -u TORCHTRT_EXT_PLUGIN_AUTOLOAD_LIB
