@@ -6,10 +6,13 @@ handled here only:
 - the import name, the pip extra that installs it, and what a type-stub-only install looks like;
 - weak-typing precision flags (``BuilderFlag.FP16``/``BF16``/``OBEY_PRECISION_CONSTRAINTS``): TensorRT 10.x has them,
   TensorRT 11 and TensorRT-RTX do not (strongly typed only). Detected by feature, never by version string;
-- plugins: TensorRT-RTX aborts the whole process when an ONNX node maps to a plugin, so it is marked
-  ``supports_plugins=False`` and the builder refuses such graphs before parsing (see ``backend.plugins``);
-- serializing a plugin library into the plan (``plugins_to_serialize``) and letting a runtime deserialize host code
-  (``engine_host_code_allowed``), present on both as attributes, absent on older releases.
+- plugins: TensorRT-RTX's ONNX parser imports C++ IPluginV3 plugins only (creators must be ``IPluginCreatorV3One``;
+  the ``tensorrt.plugin`` Python creators are refused, ``supports_python_plugins``), and on its first plugin node it
+  dlopens ``libtensorrt_rtx.so``, a name the pip wheel lacks: ``load_plugin_library`` makes that name resolve first
+  (``backend.rtx_alias``);
+- serializing a plugin library into the plan (``plugins_to_serialize``; TensorRT 10 also needs a version-compatible
+  engine, TensorRT-RTX refuses one) and letting a runtime deserialize host code (``engine_host_code_allowed``),
+  present on both as attributes, absent on older releases.
 
 Everything else in ``torchtrt_ext`` calls TensorRT through a ``TRTApi`` object returned by ``load_backend``.
 """
@@ -24,6 +27,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from torchtrt_ext.backend.rtx_alias import ensure_rtx_linker_name
 from torchtrt_ext.errors import InvalidInputError, MissingDependencyError, failure
 
 if TYPE_CHECKING:  # the tensorrt-stubs package describes both APIs well enough for mypy
@@ -66,8 +70,9 @@ class TRTApi:
         return self.name == "tensorrt_rtx"
 
     @property
-    def supports_plugins(self) -> bool:
-        """False where a plugin node aborts the process (TensorRT-RTX): such graphs must never reach the parser."""
+    def supports_python_plugins(self) -> bool:
+        """False on TensorRT-RTX: its ONNX parser refuses plugins whose creator is not an IPluginCreatorV3One, which
+        is what ``tensorrt.plugin`` registers."""
         return not self.is_rtx
 
     @property
@@ -85,11 +90,13 @@ class TRTApi:
         return found
 
     def can_embed_plugins(self) -> bool:
-        return self.supports_plugins and hasattr(self.trt.IBuilderConfig, "plugins_to_serialize")
+        """True where a plugin library can be serialized into the plan (``plugins_to_serialize`` exists)."""
+        return hasattr(self.trt.IBuilderConfig, "plugins_to_serialize")
 
     def set_plugins_to_serialize(self, config: trt_t.IBuilderConfig, paths: list[str]) -> None:
-        """Serialize the plugin libraries into the plan (needs a version-compatible engine on TensorRT 10)."""
-        if hasattr(self.trt.BuilderFlag, "VERSION_COMPATIBLE"):
+        """Serialize the plugin libraries into the plan. TensorRT 10 wants a version-compatible engine for that;
+        TensorRT-RTX embeds without it and fails with it ("Unable to load library: libnvinfer_lean.so.1")."""
+        if not self.is_rtx and hasattr(self.trt.BuilderFlag, "VERSION_COMPATIBLE"):
             config.set_flag(self.trt.BuilderFlag.VERSION_COMPATIBLE)
         config.plugins_to_serialize = paths
 
@@ -99,11 +106,9 @@ class TRTApi:
             runtime.engine_host_code_allowed = True
 
     def load_plugin_library(self, path: str) -> None:
-        if not self.supports_plugins:
-            raise InvalidInputError(failure(
-                f"refusing to load plugin library {path} into {self.name}",
-                "plugins only with backend='tensorrt' (TensorRT-RTX aborts the process on plugin nodes)",
-                "use plugins='decompose' with tensorrt_rtx"))
+        """Register the creators of the C++ plugin library at ``path`` (on TensorRT-RTX, after ``rtx_alias``)."""
+        if self.is_rtx:
+            ensure_rtx_linker_name()  # else RTX's parser ends the process on the first plugin node
         registry = self.trt.get_plugin_registry()
         registry.load_library(path)
 

@@ -1,8 +1,8 @@
 """``build_engine``: ONNX -> TensorRT network -> serialized engine, with plugins, precision and profiles.
 
 The steps read in order: load the backend -> decide the plugin mode (raising before any parsing when it cannot work)
--> decompose if asked -> precision transform -> plugin-free guard (TensorRT-RTX) -> load plugins -> parse -> configure
--> build -> ``Engine`` with metadata. Caching is a separate step (``torchtrt_ext.cache.cached_build_engine``), so this
+-> decompose if asked -> precision transform -> load plugins -> parse -> configure -> build -> ``Engine`` with
+metadata. Caching is a separate step (``torchtrt_ext.cache.cached_build_engine``), so this
 function always builds.
 """
 from __future__ import annotations
@@ -11,6 +11,7 @@ import dataclasses
 import logging
 import os
 import time
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
@@ -22,7 +23,6 @@ from torchtrt_ext.backend.adapter import TRTApi, load_backend
 from torchtrt_ext.backend.engine import TRT_DTYPE_NAMES, Engine, EngineMetadata, TensorInfo, atomic_write, plugin_ids
 from torchtrt_ext.backend.plugins import (
     PluginPlan,
-    assert_plugin_free,
     load_plugins,
     prepare_graph,
     resolve_plugin_mode,
@@ -134,22 +134,28 @@ def build_engine(onnx_model_or_path: OnnxSource, *, backend: str = "tensorrt", p
     api = load_backend(backend)
     model = load_onnx(onnx_model_or_path)
     check_precision(precision)
-    plan = resolve_plugin_mode(plugins, api, model)  # raises for cpp/python on tensorrt_rtx, before any parsing
+    plan = resolve_plugin_mode(plugins, api, model)  # raises before any parsing when the mode cannot work
     if embed_plugins and not (plan.mode == "cpp" and api.can_embed_plugins()):
         raise InvalidInputError(failure(
             f"embed_plugins=True with plugin mode {plan.mode!r} on {api.name}",
-            "the C++ plugin library (plugins='cpp' or 'auto' with the library built) on backend='tensorrt'",
-            "drop embed_plugins, or build the plugin library and use backend='tensorrt'"))
+            "the C++ plugin library (plugins='cpp' or 'auto' with the library built) on a TensorRT with "
+            "IBuilderConfig.plugins_to_serialize",
+            "drop embed_plugins, or build the plugin library and pass plugins='cpp'"))
     # precision first: custom nodes are opaque to it and keep FP32 math, also once decomposed
     typed = apply_precision(model, precision)
     typed = dataclasses.replace(typed, model=prepare_graph(typed.model, plan))
-    assert_plugin_free(typed.model, api)  # the last line: nothing non-standard reaches tensorrt_rtx
     load_plugins(api, plan)
     full_profiles = profiles_for_graph(graph_inputs(typed.model), normalize_profiles(profiles), max_batch=max_batch)
     settings = build_settings(backend=backend, precision=precision, workspace=workspace, plugins=plan.mode,
                               embed_plugins=embed_plugins, profiles=full_profiles, max_batch=max_batch)
-    plan_bytes, inputs, outputs = _build(api, typed, full_profiles, plan, workspace=workspace,
-                                         timing_cache=timing_cache, progress=progress, embed=embed_plugins)
+    try:
+        plan_bytes, inputs, outputs = _build(api, typed, full_profiles, plan, workspace=workspace,
+                                             timing_cache=timing_cache, progress=progress, embed=embed_plugins)
+    except BuildError as exc:
+        # Free the builder, network and parser now: a traceback kept by the caller would free them later, possibly
+        # inside another build's logger callback, where TensorRT-RTX's destructor waits on a lock that build holds.
+        traceback.clear_frames(exc.__traceback__)
+        raise
     gpu_name, cc = current_gpu()
     from torchtrt_ext import __version__ as ours
     metadata = EngineMetadata(
@@ -184,13 +190,20 @@ def parser_errors(parser: trt_t.OnnxParser, model: onnx.ModelProto) -> list[Pars
     return errors
 
 
-def _parse(api: TRTApi, network: trt_t.INetworkDefinition, logger: trt_t.ILogger, model: onnx.ModelProto) -> None:
+def _said(records: list[tuple[str, str]]) -> str:
+    """The last TensorRT errors and warnings, one indented line each (a plugin's own messages among them)."""
+    return "\n".join(f"  {level}: {msg}" for level, msg in records[-15:]) or "  (no message)"
+
+
+def _parse(api: TRTApi, network: trt_t.INetworkDefinition, logger: trt_t.ILogger, model: onnx.ModelProto,
+           records: list[tuple[str, str]]) -> None:
     parser: trt_t.OnnxParser = api.trt.OnnxParser(network, logger)
     if parser.parse(model.SerializeToString()):
         return
     failures = [f"  - node {e.node} ({e.op_type}): {e.desc}" for e in parser_errors(parser, model)]
     listed = "\n".join(failures) or "  (TensorRT reported no node; see the log 'torchtrt_ext.backend')"
     raise BuildError(f"{api.name} {api.version} could not parse the ONNX graph; failing nodes:\n{listed}\n"
+                     f"TensorRT said:\n{_said(records)}\n"
                      f"Expected: nodes TensorRT's ONNX parser supports, or plugin nodes whose plugin is loaded. "
                      f"Remedy: {_PARSER_REMEDY}")
 
@@ -203,7 +216,7 @@ def _build(api: TRTApi, typed: PrecisionResult, profiles: Sequence[Profile], pla
     logger = api.make_logger(records)
     builder: trt_t.Builder = trt.Builder(logger)
     network: trt_t.INetworkDefinition = builder.create_network(0)  # strongly typed where weak typing is gone
-    _parse(api, network, logger, typed.model)
+    _parse(api, network, logger, typed.model, records)
 
     config: trt_t.IBuilderConfig = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace or default_workspace())
@@ -238,8 +251,7 @@ def _build(api: TRTApi, typed: PrecisionResult, profiles: Sequence[Profile], pla
     started = time.monotonic()
     serialized = builder.build_serialized_network(network, config)
     if serialized is None:
-        messages = "\n".join(f"  {level}: {msg}" for level, msg in records[-15:]) or "  (no message)"
-        raise BuildError(f"{api.name} {api.version} failed to build the engine. TensorRT said:\n{messages}\n"
+        raise BuildError(f"{api.name} {api.version} failed to build the engine. TensorRT said:\n{_said(records)}\n"
                          f"Expected: a network TensorRT can implement with the given precision and profiles. "
                          f"Remedy: {_BUILD_REMEDY}")
     plan_bytes = bytes(serialized)

@@ -5,11 +5,10 @@
 - ``"cpp"``: load ``libtorchtrt_ext_plugins.so`` into TensorRT's plugin registry (IPluginV3 creators);
 - ``"python"``: register the same ops as TensorRT Python plugins (``backend/python_plugins.py``);
 - ``"decompose"``: replace every torchtrt_ext node by standard ONNX ops (no plugin needed, slower);
-- ``"auto"``: C++ when the library is built, else Python; on TensorRT-RTX always ``"decompose"`` (logged).
+- ``"auto"``: C++ when the library is built, else Python; on TensorRT-RTX, else ``"decompose"`` (logged).
 
-TensorRT-RTX aborts the whole process when a node maps to any plugin, so with that backend ``"cpp"`` and
-``"python"`` raise before the parser sees the graph, and ``assert_plugin_free`` refuses, as a last line, any graph
-with a node outside the standard ONNX operator set.
+TensorRT-RTX's ONNX parser imports only plugins whose creator is an ``IPluginCreatorV3One`` (our C++ library), not the
+``tensorrt.plugin`` Python creators, so with that backend ``"python"`` raises before the parser sees the graph.
 """
 from __future__ import annotations
 
@@ -108,38 +107,17 @@ def non_standard_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
     return bad
 
 
-def assert_plugin_free(model: onnx.ModelProto, api: TRTApi) -> None:
-    """Last line of defence: on a backend that aborts on plugin nodes, refuse any graph that could contain one."""
-    if api.supports_plugins:
-        return
-    bad = non_standard_nodes(model)
-    if bad:
-        listed = "; ".join(f"{n.name or '<unnamed>'} ({n.domain or 'ai.onnx'}::{n.op_type})" for n in bad[:20])
-        more = f" and {len(bad) - 20} more" if len(bad) > 20 else ""
-        raise BuildError(failure(
-            f"refusing to give {api.name} a graph with {len(bad)} non-standard node(s): {listed}{more}",
-            f"only standard ONNX operators, because {api.name} aborts the whole process when a node maps to a plugin",
-            "build with plugins='decompose' (torchtrt_ext nodes are then replaced by standard ops), replace other "
-            "custom nodes at export, or use backend='tensorrt' with the plugin library"))
-
-
 def resolve_plugin_mode(requested: str, api: TRTApi, model: onnx.ModelProto) -> PluginPlan:
     """Decide how the custom nodes of ``model`` reach ``api``; raise before any parsing when it cannot work."""
     if requested not in PLUGIN_MODES:
         raise InvalidInputError(failure(f"plugins={requested!r} is not a plugin mode", f"one of {PLUGIN_MODES}",
                                         "pass plugins='auto'"))
-    if not api.supports_plugins:
-        if requested in ("cpp", "python"):
-            raise BuildError(failure(
-                f"plugins={requested!r} cannot be used with backend={api.name!r}",
-                f"plugins='decompose' or 'auto' on {api.name}: it aborts the whole process when a graph contains "
-                "any plugin node",
-                "pass plugins='decompose' (or 'auto', which decomposes on tensorrt_rtx), or backend='tensorrt' for "
-                "the plugin path"))
-        if requested == "auto" and plugin_ops(model):
-            log.info("plugins='auto' on %s: using 'decompose' (custom nodes become standard ONNX ops; TensorRT-RTX "
-                     "cannot take plugin nodes)", api.name)
-        requested = "decompose"
+    if requested == "python" and not api.supports_python_plugins:
+        raise BuildError(failure(
+            f"plugins='python' cannot be used with backend={api.name!r}",
+            f"C++ plugins on {api.name}: its ONNX parser imports IPluginV3 plugins registered with an "
+            "IPluginCreatorV3One creator only, and tensorrt.plugin registers another kind",
+            "pass plugins='cpp' (build libtorchtrt_ext_plugins.so: pip install -e .), 'auto' or 'decompose'"))
     ops = plugin_ops(model)
     if not ops:
         return PluginPlan("none")
@@ -151,10 +129,14 @@ def resolve_plugin_mode(requested: str, api: TRTApi, model: onnx.ModelProto) -> 
     if requested == "python":
         _register_python_once()  # raises with the reason when unavailable (no tensorrt.plugin, ...)
         return PluginPlan("python", ops=ops)
-    # auto on a plugin-capable backend: C++ if built, else Python
+    # auto: C++ if built, else Python where the backend takes it, else decompose
     try:
         library = _native.plugin_library_path()
     except LibraryNotFoundError as cpp_error:
+        if not api.supports_python_plugins:
+            log.info("plugins='auto' on %s: C++ plugin library not built, using 'decompose' for %s (%s)", api.name,
+                     ", ".join(o[0] for o in ops), cpp_error)
+            return PluginPlan("decompose", ops=ops)
         try:
             _register_python_once()
         except TorchTRTExtError as py_error:

@@ -1,11 +1,13 @@
 """The doctor: which nodes of an ONNX graph TensorRT will reject, which custom nodes have a plugin, and what to do.
 
 ``report(model, backend=...)`` asks the backend's own ONNX parser where it is installed (``tensorrt`` or
-``tensorrt_rtx``), on a copy of the graph with every custom-domain node cut out (its outputs become graph inputs): the
-parsers abort the whole process when a node maps to a plugin, so they never see one. Without that parser it uses the
-op-support table in ``passes.trt_op_support`` (and says so). Custom nodes are listed with whether their plugin is
-available (the C++ library through ``_native.plugin_library_path``, the Python plugins through an importable
-``tensorrt``) and whether ``passes.decompose_custom_ops`` can replace them.
+``tensorrt_rtx``). On ``tensorrt`` it parses a copy of the graph with every custom-domain node cut out (its
+outputs become graph inputs); on ``tensorrt_rtx`` with the C++ plugin library built, it loads that library and parses
+the real graph with the torchtrt_ext nodes in it (only other custom nodes are cut), so it reports what RTX really
+accepts. Without that parser it uses the op-support table in ``passes.trt_op_support`` (and says so). Custom nodes
+are listed with whether their plugin is available (the C++ library through ``_native.plugin_library_path``, the Python
+plugins through an importable ``tensorrt``; on TensorRT-RTX the C++ library only) and whether
+``passes.decompose_custom_ops`` can replace them.
 
 Each problem comes with its remedies in this order: a newer TensorRT or another opset, a different mapping at
 export, decomposition, a plugin.
@@ -25,13 +27,20 @@ from torchtrt_ext import _native
 from torchtrt_ext.backend import adapter
 from torchtrt_ext.backend.builder import parser_errors
 from torchtrt_ext.backend.plugins import (
+    PluginPlan,
     all_nodes,
-    assert_plugin_free,
+    load_plugins,
     node_attr,
     non_standard_nodes,
     python_plugins_entry,
 )
-from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, MissingDependencyError, failure
+from torchtrt_ext.errors import (
+    InvalidInputError,
+    LibraryNotFoundError,
+    MissingDependencyError,
+    TorchTRTExtError,
+    failure,
+)
 from torchtrt_ext.ops._spec import DOMAIN, registered_ops
 from torchtrt_ext.passes import trt_op_support as table
 from torchtrt_ext.passes.onnx_util import default_opset
@@ -131,7 +140,8 @@ def _custom_op_remedies(node: onnx.NodeProto, backend: str, known: bool, why_mis
         remedies.append("a newer TensorRT: the Python plugins need tensorrt >= 10.6 "
                         "(pip install 'torchtrt_ext[trt]')")
     else:
-        remedies.append("TensorRT-RTX cannot run plugin nodes (it aborts): use backend='tensorrt' for the plugin")
+        remedies.append("TensorRT-RTX takes the C++ plugins only (not tensorrt.plugin's): build "
+                        "libtorchtrt_ext_plugins.so (pip install -e . with the TensorRT headers)")
     remedies.append("a different mapping at export: export without the custom op (compile(..., fuse=False), or the "
                     "plain PyTorch code path) so only standard ops reach TensorRT")
     if known:
@@ -147,13 +157,13 @@ def _custom_op_remedies(node: onnx.NodeProto, backend: str, known: bool, why_mis
 # -------------------------------------------------------------------------------------------------- custom nodes
 def _plugin_availability(backend: str) -> tuple[bool, str]:
     """(available, how or why not) for the torchtrt_ext plugins on ``backend``."""
-    if backend == "tensorrt_rtx":
-        return False, ("TensorRT-RTX aborts the process on any plugin node, so torchtrt_ext never gives it one; "
-                       "use backend='tensorrt' with the plugin library")
     try:
         return True, f"C++ plugin library {_native.plugin_library_path()}"
     except LibraryNotFoundError as exc:
         cpp_missing = str(exc)
+    if backend == "tensorrt_rtx":
+        return False, (f"build the C++ plugin library ({cpp_missing.split('. Remedy: ')[-1]}); TensorRT-RTX does not "
+                       "take the Python plugins (it imports IPluginCreatorV3One creators only)")
     try:
         if adapter.backend_available("tensorrt"):
             python_plugins_entry()
@@ -243,17 +253,35 @@ def _quiet_logger(trt: Any) -> Any:
     return _Quiet()
 
 
+def _rtx_plugins_loaded(backend: str) -> bool:
+    """On tensorrt_rtx: load the C++ plugin library into its registry; True when it is loaded (then the parser sees
+    the torchtrt_ext nodes). False on other backends and where the library is missing or does not load (logged)."""
+    if backend != "tensorrt_rtx":
+        return False
+    try:
+        load_plugins(adapter.load_backend(backend), PluginPlan("cpp", _native.plugin_library_path()))
+    except TorchTRTExtError as exc:
+        LOGGER.info("doctor: torchtrt_ext nodes cut out before parsing: %s", exc)
+        return False
+    return True
+
+
 def _parser_findings(model: onnx.ModelProto, backend: str) -> tuple[list[Finding], str]:
     api = adapter.load_backend(backend)
-    assert_plugin_free(model, api)  # last line of defence: RTX must never see a plugin node
     logger = _quiet_logger(api.trt)  # parse errors are the expected answer here, not log noise
     builder = api.trt.Builder(logger)
     network = builder.create_network(0)
     parser = api.trt.OnnxParser(network, logger)
     findings = []
     if not parser.parse(model.SerializeToString()):
+        ours = {n.name: n for n in model.graph.node if n.domain == DOMAIN}
         for error in parser_errors(parser, model):
             desc = f": {error.desc}" if error.desc and error.desc != "false" else ""  # op checkers say just "false"
+            if error.node in ours:  # our plugin was loaded and refused the node: its message is in the log
+                why = f"{api.name} {api.version} ONNX parser with the C++ plugin library loaded: {error.code}{desc}"
+                findings.append(Finding(error.node, error.op_type, DOMAIN, "plugin rejected", True, why,
+                                        _custom_op_remedies(ours[error.node], backend, True, why)))
+                continue
             findings.append(Finding(error.node, error.op_type, "", "unsupported", True,
                                     f"{api.name} {api.version} ONNX parser: {error.code}{desc}",
                                     _standard_op_remedies(error.op_type, f"{api.name} {api.version} rejects it")))
@@ -298,8 +326,10 @@ def report(model: onnx.ModelProto, backend: str = "tensorrt", *, checker: str = 
     opset = default_opset(model)
     use_parser = checker == "parser" or (checker == "auto" and adapter.backend_available(backend))
     top_level = {id(n) for n in model.graph.node}
-    if use_parser and all(id(n) in top_level for n in custom):
-        findings, checked_with = _parser_findings(_without_custom_nodes(model, custom), backend)
+    cut = [n for n in custom if n.domain != DOMAIN] if use_parser and _rtx_plugins_loaded(backend) else custom
+    if use_parser and all(id(n) in top_level for n in cut):
+        findings, checked_with = _parser_findings(_without_custom_nodes(model, cut), backend)
+        checked_with += " with the C++ plugin library loaded" if len(cut) < len(custom) else ""
     else:
         if use_parser and checker == "parser":
             LOGGER.info("doctor: custom nodes inside subgraphs cannot be cut out; using the op-support table")
