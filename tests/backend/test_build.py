@@ -14,7 +14,7 @@ from onnx import TensorProto, helper
 from tests.backend.conftest import raw_custom_graph
 from torchtrt_ext.backend import Engine, build_engine, load_backend
 from torchtrt_ext import _native
-from torchtrt_ext.backend.plugins import non_standard_nodes
+from torchtrt_ext.passes.onnx_util import non_standard_nodes
 from torchtrt_ext.errors import BuildError, InvalidInputError, LibraryNotFoundError, MissingDependencyError
 
 TWO_PROFILES = [{"x": ((1, 3, 8, 8), (2, 3, 8, 8), (4, 3, 8, 8))},

@@ -29,7 +29,7 @@ from torchtrt_ext.backend import build_engine, load_backend
 from torchtrt_ext.errors import BuildError
 from torchtrt_ext.ops import DOMAIN, get_op
 from torchtrt_ext.ops._spec import onnx_elem_type
-from torchtrt_ext.passes import report
+from torchtrt_ext.doctor import report
 
 pytestmark = pytest.mark.trt_headers
 

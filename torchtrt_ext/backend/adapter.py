@@ -131,6 +131,16 @@ class TRTApi:
                 "(pip install -e .)"))
         _LOADED_LIBRARIES.add(key)
 
+    @property
+    def has_tensorrt_plugins(self) -> bool:
+        """Whether TensorRT's own plugin library (libnvinfer_plugin: EfficientNMS_TRT, ...) can be registered."""
+        return not self.is_rtx and hasattr(self.trt, "init_libnvinfer_plugins")  # RTX imports no V2 plugins
+
+    def init_tensorrt_plugins(self) -> None:
+        """Register TensorRT's own plugin creators (namespace "") in the plugin registry."""
+        if not self.trt.init_libnvinfer_plugins(self.make_logger(), ""):
+            raise RuntimeError("init_libnvinfer_plugins returned False")
+
     def make_logger(self, records: list[tuple[str, str]] | None = None) -> trt_t.ILogger:
         """An ILogger forwarding TensorRT messages to Python logging ("torchtrt_ext.backend").
 

@@ -1,13 +1,16 @@
 """The doctor: which nodes of an ONNX graph TensorRT will reject, which custom nodes have a plugin, and what to do.
 
 ``report(model, backend=...)`` asks the backend's own ONNX parser where it is installed (``tensorrt`` or
-``tensorrt_rtx``). On ``tensorrt`` it parses a copy of the graph with every custom-domain node cut out (its
-outputs become graph inputs); on ``tensorrt_rtx`` with the C++ plugin library built, it loads that library and parses
-the real graph with the torchtrt_ext nodes in it (only other custom nodes are cut), so it reports what RTX really
-accepts. Without that parser it uses the op-support table in ``passes.trt_op_support`` (and says so). Custom nodes
-are listed with whether their plugin is available (the C++ library through ``_native.plugin_library_path``, the Python
-plugins through an importable ``tensorrt``; on TensorRT-RTX the C++ library only) and whether
-``passes.decompose_custom_ops`` can replace them.
+``tensorrt_rtx``). On ``tensorrt`` it parses a copy of the graph with every custom-domain node cut out (its outputs
+become graph inputs); on ``tensorrt_rtx`` with the C++ plugin library built, it loads that library and parses the real
+graph with our own ops' nodes in it (only other custom nodes are cut), so it reports what RTX really accepts: a node
+our plugin refuses is "plugin rejected". Without that parser it uses the op-support table in
+``passes.trt_op_support`` (and says so). Custom nodes are listed with the plugin that would serve
+them, as a build with ``plugins="auto"`` resolves it (``backend.plugins.auto_route``: the C++ library, the Python
+plugins, or TensorRT's own plugin library for ops bound to it), and whether ``passes.decompose_custom_ops`` can replace
+them. The parse is the build's own step (``backend.builder.network_from_onnx``).
+
+The doctor sits outside the rewrite package (``passes``) and the backend, and uses both.
 
 Each problem comes with its remedies in this order: a newer TensorRT or another opset, a different mapping at
 export, decomposition, a plugin.
@@ -23,27 +26,15 @@ from typing import Any
 import onnx
 from onnx import helper
 
-from torchtrt_ext import _native
 from torchtrt_ext.backend import adapter
-from torchtrt_ext.backend.builder import parser_errors
-from torchtrt_ext.backend.plugins import (
-    PluginPlan,
-    all_nodes,
-    load_plugins,
-    node_attr,
-    non_standard_nodes,
-    python_plugins_entry,
-)
-from torchtrt_ext.errors import (
-    InvalidInputError,
-    LibraryNotFoundError,
-    MissingDependencyError,
-    TorchTRTExtError,
-    failure,
-)
-from torchtrt_ext.ops._spec import DOMAIN, registered_ops
+from torchtrt_ext.backend.builder import network_from_onnx
+from torchtrt_ext import _native
+from torchtrt_ext.backend.plugin_plan import OpPlan, PluginPlan
+from torchtrt_ext.backend.plugins import auto_route, plugin_refs
+from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, OnnxParseError, failure
+from torchtrt_ext.ops._spec import DOMAIN, PROVIDER_OURS, PluginRef, registered_ops
 from torchtrt_ext.passes import trt_op_support as table
-from torchtrt_ext.passes.onnx_util import default_opset
+from torchtrt_ext.passes.onnx_util import all_nodes, default_opset, node_attr, non_standard_nodes, STANDARD_DOMAINS
 from torchtrt_ext.passes.shapes import infer_shapes
 
 LOGGER = logging.getLogger("torchtrt_ext")
@@ -155,45 +146,28 @@ def _custom_op_remedies(node: onnx.NodeProto, backend: str, known: bool, why_mis
 
 
 # -------------------------------------------------------------------------------------------------- custom nodes
-def _plugin_availability(backend: str) -> tuple[bool, str]:
-    """(available, how or why not) for the torchtrt_ext plugins on ``backend``."""
-    try:
-        return True, f"C++ plugin library {_native.plugin_library_path()}"
-    except LibraryNotFoundError as exc:
-        cpp_missing = str(exc)
-    if backend == "tensorrt_rtx":
-        return False, (f"build the C++ plugin library ({cpp_missing.split('. Remedy: ')[-1]}); TensorRT-RTX does not "
-                       "take the Python plugins (it imports IPluginCreatorV3One creators only)")
-    try:
-        if adapter.backend_available("tensorrt"):
-            python_plugins_entry()
-            return True, "Python plugins (tensorrt.plugin)"
-        python_missing = "tensorrt is not importable"
-    except MissingDependencyError as exc:
-        python_missing = str(exc)
-    return False, (f"build the C++ plugin library ({cpp_missing.split('. Remedy: ')[-1]}), or install TensorRT >= 10.6 "
-                   f"for the Python plugins ({python_missing.split('. Expected')[0]})")
-
-
 def _custom_findings(nodes: list[onnx.NodeProto], backend: str) -> list[Finding]:
     if not nodes:
         return []
 
-    known_ops = registered_ops()
-    available, how = _plugin_availability(backend)
+    specs = {op.spec.name: op.spec for op in registered_ops().values()}
+    api = adapter.load_backend(backend) if adapter.backend_available(backend) else None
     findings = []
     for node in nodes:
         name = node.name or f"<unnamed {node.op_type}>"
         if node.domain == DOMAIN:
-            known = node.op_type in known_ops
+            spec = specs.get(node.op_type)
             version, namespace = node_attr(node, "plugin_version", "?"), node_attr(node, "plugin_namespace", "?")
             plugin = f"plugin {node.op_type} v{version} ({namespace})"
-            if available and known:
+            ref = PluginRef(node.op_type, version, namespace,
+                            spec.plugin_ref.provider if spec is not None else PROVIDER_OURS)
+            route, how = auto_route(ref, api, backend)
+            if route is not None and spec is not None:
                 findings.append(Finding(name, node.op_type, node.domain, "plugin available", False, f"{plugin}: {how}"))
                 continue
-            why = how if known else f"{node.op_type} is not a torchtrt_ext op defined in this process"
+            why = how if spec is not None else f"{node.op_type} is not a torchtrt_ext op defined in this process"
             findings.append(Finding(name, node.op_type, node.domain, "plugin missing", True, f"{plugin}: {why}",
-                                    _custom_op_remedies(node, backend, known, why)))
+                                    _custom_op_remedies(node, backend, spec is not None, why)))
         else:
             why = (f"TensorRT looks for a plugin creator named {node.op_type!r} (plugin_version, plugin_namespace "
                    "attributes); torchtrt_ext cannot tell whether one will be loaded")
@@ -237,7 +211,7 @@ def _without_custom_nodes(model: onnx.ModelProto, custom: list[onnx.NodeProto]) 
     del out.graph.output[:]
     out.graph.output.extend(kept_outputs)
     del out.opset_import[:]
-    out.opset_import.extend(e for e in model.opset_import if e.domain in ("", "ai.onnx"))
+    out.opset_import.extend(e for e in model.opset_import if e.domain in STANDARD_DOMAINS)
     return out
 
 
@@ -253,29 +227,29 @@ def _quiet_logger(trt: Any) -> Any:
     return _Quiet()
 
 
-def _rtx_plugins_loaded(backend: str) -> bool:
-    """On tensorrt_rtx: load the C++ plugin library into its registry; True when it is loaded (then the parser sees
-    the torchtrt_ext nodes). False on other backends and where the library is missing or does not load (logged)."""
+def _rtx_plugin_plan(model: onnx.ModelProto, backend: str) -> PluginPlan | None:
+    """On tensorrt_rtx with the C++ plugin library built: the plan that loads it for our own ops of ``model``, so the
+    parser sees their nodes. None elsewhere, and where the library is missing (logged)."""
     if backend != "tensorrt_rtx":
-        return False
+        return None
     try:
-        load_plugins(adapter.load_backend(backend), PluginPlan("cpp", _native.plugin_library_path()))
-    except TorchTRTExtError as exc:
-        LOGGER.info("doctor: torchtrt_ext nodes cut out before parsing: %s", exc)
-        return False
-    return True
+        library = _native.plugin_library_path()
+    except LibraryNotFoundError as exc:
+        LOGGER.info("doctor: our custom nodes cut out before parsing: %s", exc)
+        return None
+    ours = tuple(OpPlan(ref, "cpp") for ref in plugin_refs(model) if ref.provider == PROVIDER_OURS)
+    return PluginPlan("cpp", library, None, ours)
 
 
-def _parser_findings(model: onnx.ModelProto, backend: str) -> tuple[list[Finding], str]:
+def _parser_findings(model: onnx.ModelProto, backend: str, plan: PluginPlan) -> tuple[list[Finding], str]:
     api = adapter.load_backend(backend)
     logger = _quiet_logger(api.trt)  # parse errors are the expected answer here, not log noise
-    builder = api.trt.Builder(logger)
-    network = builder.create_network(0)
-    parser = api.trt.OnnxParser(network, logger)
     findings = []
-    if not parser.parse(model.SerializeToString()):
+    try:
+        network_from_onnx(api, model, plan, logger)
+    except OnnxParseError as exc:
         ours = {n.name: n for n in model.graph.node if n.domain == DOMAIN}
-        for error in parser_errors(parser, model):
+        for error in exc.nodes:
             desc = f": {error.desc}" if error.desc and error.desc != "false" else ""  # op checkers say just "false"
             if error.node in ours:  # our plugin was loaded and refused the node: its message is in the log
                 why = f"{api.name} {api.version} ONNX parser with the C++ plugin library loaded: {error.code}{desc}"
@@ -326,10 +300,12 @@ def report(model: onnx.ModelProto, backend: str = "tensorrt", *, checker: str = 
     opset = default_opset(model)
     use_parser = checker == "parser" or (checker == "auto" and adapter.backend_available(backend))
     top_level = {id(n) for n in model.graph.node}
-    cut = [n for n in custom if n.domain != DOMAIN] if use_parser and _rtx_plugins_loaded(backend) else custom
+    plan = (_rtx_plugin_plan(model, backend) if use_parser else None) or PluginPlan("none")
+    served = {op.op_type for op in plan.ops}
+    cut = [n for n in custom if not (n.domain == DOMAIN and n.op_type in served)]
     if use_parser and all(id(n) in top_level for n in cut):
-        findings, checked_with = _parser_findings(_without_custom_nodes(model, cut), backend)
-        checked_with += " with the C++ plugin library loaded" if len(cut) < len(custom) else ""
+        findings, checked_with = _parser_findings(_without_custom_nodes(model, cut), backend, plan)
+        checked_with += " with the C++ plugin library loaded" if plan.ops else ""
     else:
         if use_parser and checker == "parser":
             LOGGER.info("doctor: custom nodes inside subgraphs cannot be cut out; using the op-support table")
