@@ -6,6 +6,9 @@
   when TensorRT headers (``NvInfer.h``) are found; otherwise skipped with the reason printed.
 * ``libtorchtrt_ext_plugins_autoload.so``: ``csrc/plugins/autoload``, linked against the plugin library; registers
   its creators when loaded by a plain dlopen (Triton, ONNX Runtime). Built and skipped with the plugin library.
+* ``libtorchtrt_ext_rtx_alias.so``: ``csrc/rtx_alias``, no code: SONAME ``libtensorrt_rtx.so``, NEEDED
+  ``libtensorrt_rtx.so.1``, so TensorRT-RTX's ONNX parser finds the library it dlopens by that unversioned name
+  (``torchtrt_ext/backend/rtx_alias.py``). Built and skipped with the plugin library.
 
 Both libraries link the CUDA runtime statically, its symbols hidden: they need no CUDA toolkit and no
 ``nvidia-cuda-runtime`` package where they run, only a driver new enough for the CUDA version they were built with,
@@ -188,7 +191,8 @@ class BuildNative(build_ext):
         include, looked = find_trt_include()
         if include is None:
             _log("TensorRT headers (NvInfer.h) not found in " + ", ".join(looked) +
-                 ": libtorchtrt_ext_plugins_autoload.so and libtorchtrt_ext_plugins.so skipped. "
+                 ": libtorchtrt_ext_plugins_autoload.so, libtorchtrt_ext_rtx_alias.so and libtorchtrt_ext_plugins.so "
+                 "skipped. "
                  "Set TORCHTRT_EXT_TRT_INCLUDE to the folder holding NvInfer.h.")
             return
         autoload = CSRC / "plugins" / "autoload"
@@ -206,6 +210,19 @@ class BuildNative(build_ext):
         _nvcc_link(nvcc, autoload_objects + [logging_object], out_dir / "libtorchtrt_ext_plugins_autoload.so",
                    ["-L", str(out_dir), "-ltorchtrt_ext_plugins", "-ldl",
                     "-Xlinker", "-rpath,$ORIGIN", "-Xlinker", "-z,nodelete"], cudart="none")
+        _build_rtx_alias(nvcc, obj_dir, out_dir / "libtorchtrt_ext_rtx_alias.so")
+
+
+def _build_rtx_alias(nvcc: str, tmp: Path, output: Path) -> None:
+    """The library answering to TensorRT-RTX's unversioned name (see csrc/rtx_alias/rtx_alias.cpp). Its NEEDED entry
+    comes from linking an empty stand-in that has the wheel's SONAME; the stand-in is thrown away."""
+    source = CSRC / "rtx_alias" / "rtx_alias.cpp"
+    stand_in = tmp / "rtx_stand_in" / "libtensorrt_rtx.so.1"
+    stand_in.parent.mkdir(parents=True, exist_ok=True)
+    _run([nvcc, "-shared", "--cudart", "none", "-Xcompiler", "-fPIC", str(source), "-o", str(stand_in),
+          "-Xlinker", "-soname,libtensorrt_rtx.so.1"])
+    _run([nvcc, "-shared", "--cudart", "none", "-Xcompiler", "-fPIC", str(source), "-o", str(output),
+          "-Xlinker", "-soname,libtensorrt_rtx.so", "-Xlinker", "--no-as-needed", "-Xlinker", str(stand_in)])
 
 
 class NativeWheel(bdist_wheel):
@@ -227,5 +244,5 @@ class NativeDistribution(Distribution):
         return True
 
 
-if __name__ == "__main__":  # also under pip (setuptools.build_meta runs this file as __main__); scripts import it
+if __name__ == "__main__":  # also under pip (setuptools.build_meta runs this file as __main__); scripts and tests import it
     setup(cmdclass={"build_ext": BuildNative, "bdist_wheel": NativeWheel}, distclass=NativeDistribution)

@@ -12,10 +12,11 @@ TORCHTRT_EXT_NVCC or CUDA_HOME. PyPI's ``nvidia-cuda-nvcc-cu12`` cannot serve: e
 ships ptxas, libnvvm and headers but no nvcc driver, cudafe++, fatbinary or nvlink.
 
 The check (run after every build, or alone with --check) needs ``pip install 'torchtrt_ext[wheel]'`` (cuobjdump and
-auditwheel) and binutils' nm and readelf. It fails, naming what is wrong, unless: the wheel holds the three libraries
+auditwheel) and binutils' nm and readelf. It fails, naming what is wrong, unless: the wheel holds the four libraries
 and build_info.json of the expected CUDA major version; cuobjdump lists exactly the architectures of build_info.json
 as machine code (sm_XX) and the newest as PTX in the kernels and plugin libraries; those two export their entry points
-and no CUDA runtime symbol, and none of the three needs libcudart; and auditwheel agrees with the wheel's platform tag.
+and no CUDA runtime symbol, and none needs libcudart; the RTX alias needs libtensorrt_rtx.so.1 alone (the [rtx] extra's
+wheel ships it); and auditwheel agrees with the wheel's platform tag for the rest.
 """
 from __future__ import annotations
 
@@ -37,11 +38,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from torchtrt_ext._native import wheel_name  # noqa: E402 - the one spelling of the variants' names
 STAGED = ("setup.py", "pyproject.toml", "README.md", "csrc", "torchtrt_ext")
-LIBRARIES = ("libtorchtrt_ext_kernels.so", "libtorchtrt_ext_plugins.so", "libtorchtrt_ext_plugins_autoload.so")
+RTX_ALIAS = "libtorchtrt_ext_rtx_alias.so"
+LIBRARIES = ("libtorchtrt_ext_kernels.so", "libtorchtrt_ext_plugins.so", "libtorchtrt_ext_plugins_autoload.so",
+             RTX_ALIAS)
+# The one library outside the wheel that a library of ours may need: the RTX alias exists to answer to TensorRT-RTX's
+# unversioned name and needs the library the tensorrt-rtx wheel (the [rtx] extra) ships, as TensorRT's own plugins
+# need libnvinfer without bundling it. auditwheel judges the tag without it; the alias is checked on its own.
+ALIAS_NEEDED = {"libtensorrt_rtx.so.1"}
+SYSTEM_LIBS = {"libc.so.6", "libm.so.6", "libgcc_s.so.1", "libstdc++.so.6"}  # what every manylinux policy allows
 # Entry points each library must export, and the libraries that hold device code.
 EXPORTS = {"libtorchtrt_ext_kernels.so": ("torchtrt_ext_cuda_runtime_version", "torchtrt_ext_l2norm_f32"),
            "libtorchtrt_ext_plugins.so": ("getCreators", "setLoggerFinder"),
-           "libtorchtrt_ext_plugins_autoload.so": ()}
+           "libtorchtrt_ext_plugins_autoload.so": (), RTX_ALIAS: ()}
 DEVICE_CODE = ("libtorchtrt_ext_kernels.so", "libtorchtrt_ext_plugins.so")
 
 
@@ -123,11 +131,16 @@ def _output(*cmd: str) -> str:
     return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
 
 
+def _needed(path: Path) -> list[str]:
+    """The NEEDED entries of a shared library (readelf)."""
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", _output("readelf", "-d", str(path)))
+
+
 def _check_library(path: Path, info: dict[str, Any]) -> list[str]:
     """What is wrong with one library of the wheel (empty when nothing)."""
     problems = []
-    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", _output("readelf", "-d", str(path)))
-    problems += [f"{path.name} needs {lib} (cudart must be linked statically)" for lib in needed if "cudart" in lib]
+    problems += [f"{path.name} needs {lib} (cudart must be linked statically)"
+                 for lib in _needed(path) if "cudart" in lib]
     exported = {line.split()[-1] for line in _output("nm", "-D", "--defined-only", str(path)).splitlines() if line}
     problems += [f"{path.name} does not export {name}" for name in EXPORTS[path.name] if name not in exported]
     leaked = sorted(name for name in exported if name.startswith(("cuda", "__cuda", "cu")) and "torchtrt" not in name)
@@ -163,7 +176,15 @@ def check(wheel: Path, cuda_major: int | None = None) -> None:
             problems.append(f"a CUDA {major} build must be named {wheel_name(major)}")
         for name in LIBRARIES:
             problems += _check_library(lib_dir / name, info)
-    shown = _output(sys.executable, "-m", "auditwheel", "show", str(wheel))
+        needed = set(_needed(lib_dir / RTX_ALIAS)) - SYSTEM_LIBS
+        if needed != ALIAS_NEEDED:
+            problems.append(f"{RTX_ALIAS} needs {sorted(needed)}, expected exactly {sorted(ALIAS_NEEDED)}")
+        without_alias = Path(tmp) / wheel.name  # the same name: auditwheel reads the tag from it
+        with zipfile.ZipFile(wheel) as archive, zipfile.ZipFile(without_alias, "w") as copy:
+            for item in archive.infolist():
+                if not item.filename.endswith(f"/{RTX_ALIAS}"):
+                    copy.writestr(item, archive.read(item))
+        shown = _output(sys.executable, "-m", "auditwheel", "show", str(without_alias))
     tag = wheel.name.rsplit("-", 1)[1].removesuffix(".whl")
     if f'"{tag}"' not in shown.replace("\n", " "):
         problems.append(f"auditwheel does not confirm the tag {tag}: {' '.join(shown.split())}")

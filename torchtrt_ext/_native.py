@@ -21,9 +21,11 @@ KERNELS_LIB = "libtorchtrt_ext_kernels.so"
 PLUGINS_LIB = "libtorchtrt_ext_plugins.so"
 PLUGINS_AUTOLOAD_LIB = "libtorchtrt_ext_plugins_autoload.so"
 BUILD_INFO = "build_info.json"
+RTX_ALIAS_LIB = "libtorchtrt_ext_rtx_alias.so"
 _PACKAGE_LIB_DIR = Path(__file__).resolve().parent / "lib"
 _BUILD_HINT = ("rebuild with `pip install -e .` (or `python setup.py build_ext --inplace`) on a machine with nvcc{extra}; "
                "or point {var} at an existing copy")
+_HEADERS_HINT = " and TensorRT headers (set TORCHTRT_EXT_TRT_INCLUDE to the folder holding NvInfer.h)"
 
 
 def _search_dirs(env_var: str) -> list[Path]:
@@ -55,8 +57,7 @@ def kernels_library_path() -> Path:
 
 def plugin_library_path() -> Path:
     """Path of libtorchtrt_ext_plugins.so (override: $TORCHTRT_EXT_PLUGIN_LIB); raises LibraryNotFoundError."""
-    return _find(PLUGINS_LIB, "TORCHTRT_EXT_PLUGIN_LIB",
-                 " and TensorRT headers (set TORCHTRT_EXT_TRT_INCLUDE to the folder holding NvInfer.h)")
+    return _find(PLUGINS_LIB, "TORCHTRT_EXT_PLUGIN_LIB", _HEADERS_HINT)
 
 
 def plugin_autoload_library_path() -> Path:
@@ -68,8 +69,15 @@ def plugin_autoload_library_path() -> Path:
     ``trt_extra_plugin_lib_paths``). It loads the ``libtorchtrt_ext_plugins.so`` in its own folder, so keep the two
     together.
     """
-    return _find(PLUGINS_AUTOLOAD_LIB, "TORCHTRT_EXT_PLUGIN_AUTOLOAD_LIB",
-                 " and TensorRT headers (set TORCHTRT_EXT_TRT_INCLUDE to the folder holding NvInfer.h)")
+    return _find(PLUGINS_AUTOLOAD_LIB, "TORCHTRT_EXT_PLUGIN_AUTOLOAD_LIB", _HEADERS_HINT)
+
+
+def rtx_alias_library_path() -> Path:
+    """Path of libtorchtrt_ext_rtx_alias.so (override: $TORCHTRT_EXT_RTX_ALIAS_LIB); raises LibraryNotFoundError.
+
+    It answers to the name ``libtensorrt_rtx.so`` that TensorRT-RTX's ONNX parser dlopens (``backend.rtx_alias``).
+    """
+    return _find(RTX_ALIAS_LIB, "TORCHTRT_EXT_RTX_ALIAS_LIB", _HEADERS_HINT)
 
 
 @functools.lru_cache(maxsize=None)

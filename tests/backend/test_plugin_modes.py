@@ -94,9 +94,9 @@ def test_python_plugins_module_is_the_one_compile_uses() -> None:
 
 
 def test_a_library_tensorrt_cannot_load_raises_and_is_not_cached(rtx: str, tmp_path: Path) -> None:
-    """TensorRT-RTX's real plugin registry: ``load_library`` returns None (it does not raise) for a file it cannot load.
-    The api is labelled "tensorrt" only to pass the RTX plugin refusal; the registry and the call are RTX's own."""
-    real = TRTApi("tensorrt", load_backend(rtx).trt)
+    """TensorRT-RTX's real plugin registry: ``load_library`` returns None (it does not raise) for a file it cannot
+    load."""
+    real = load_backend(rtx)
     bad = tmp_path / "libbroken.so"
     bad.write_bytes(b"not a shared library")
     l2norm = OpPlan(L2NORM_SPEC.plugin_ref, "cpp")  # an op the C++ library serves, so load_plugins loads it
@@ -109,6 +109,8 @@ def test_a_library_tensorrt_cannot_load_raises_and_is_not_cached(rtx: str, tmp_p
     except LibraryNotFoundError as exc:
         pytest.skip(f"the C++ plugin library is not built here: {exc}")
     real.load_plugin_library(str(library))  # the real library loads without error
+    real.load_plugin_library(str(library))  # and again: the registry would return None, the adapter knows it is in
+    assert real.trt.get_plugin_registry().load_library(str(library)) is None  # what a second raw load gives
 
 
 _MIX = """
