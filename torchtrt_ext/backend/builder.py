@@ -19,7 +19,8 @@ import onnx
 import torch
 
 from torchtrt_ext.backend.adapter import TRTApi, load_backend
-from torchtrt_ext.backend.engine import TRT_DTYPE_NAMES, Engine, EngineMetadata, TensorInfo, atomic_write, plugin_ids
+from torchtrt_ext._files import atomic_write
+from torchtrt_ext.backend.engine import TRT_DTYPE_NAMES, Engine, EngineMetadata, TensorInfo, plugin_ids
 from torchtrt_ext.backend.plugins import (
     PluginPlan,
     assert_plugin_free,
@@ -37,6 +38,7 @@ from torchtrt_ext.backend.profiles import (
     profiles_for_graph,
 )
 from torchtrt_ext.errors import BuildError, InvalidInputError, failure
+from torchtrt_ext.passes.onnx_util import read_onnx
 
 if TYPE_CHECKING:
     import tensorrt as trt_t
@@ -54,19 +56,8 @@ _BUILD_REMEDY = ("for 'could not find any implementation': try precision='fp32' 
 
 
 def load_onnx(source: OnnxSource) -> onnx.ModelProto:
-    """A ModelProto from a ModelProto, a path, or serialized bytes."""
-    if isinstance(source, onnx.ModelProto):
-        return source
-    if isinstance(source, (bytes, bytearray)):
-        return onnx.load_from_string(bytes(source))
-    if isinstance(source, (str, os.PathLike)):
-        path = Path(source)
-        if not path.is_file():
-            raise InvalidInputError(failure(f"ONNX file {path} does not exist", "a path to a .onnx file",
-                                            "check the path, or pass the onnx.ModelProto itself"))
-        return onnx.load(str(path))
-    raise InvalidInputError(failure(f"build_engine got a {type(source).__name__}", "an onnx.ModelProto, a path or "
-                                    "bytes", "export first: torchtrt_ext.export_onnx(model, example_inputs)"))
+    """A ModelProto from a ModelProto, a path, or serialized bytes (``passes.onnx_util.read_onnx``)."""
+    return read_onnx(source, "build_engine's model")
 
 
 def graph_inputs(model: onnx.ModelProto) -> dict[str, GraphShape]:

@@ -116,11 +116,14 @@ def assert_plugin_free(model: onnx.ModelProto, api: TRTApi) -> None:
     if bad:
         listed = "; ".join(f"{n.name or '<unnamed>'} ({n.domain or 'ai.onnx'}::{n.op_type})" for n in bad[:20])
         more = f" and {len(bad) - 20} more" if len(bad) > 20 else ""
+        ours = any(n.domain == DOMAIN for n in bad)  # after plugins='decompose', only foreign nodes are left
         raise BuildError(failure(
             f"refusing to give {api.name} a graph with {len(bad)} non-standard node(s): {listed}{more}",
             f"only standard ONNX operators, because {api.name} aborts the whole process when a node maps to a plugin",
-            "build with plugins='decompose' (torchtrt_ext nodes are then replaced by standard ops), replace other "
-            "custom nodes at export, or use backend='tensorrt' with the plugin library"))
+            ("build with plugins='decompose' (torchtrt_ext nodes are then replaced by standard ops), replace other "
+             "custom nodes at export, or use backend='tensorrt' with the plugin library") if ours else
+            ("map these ops to standard ONNX ops at export (or define them with torchtrt_ext.ops.define_op, with a "
+             "decomposition), or use backend='tensorrt' with a plugin library registering them")))
 
 
 def resolve_plugin_mode(requested: str, api: TRTApi, model: onnx.ModelProto) -> PluginPlan:

@@ -5,14 +5,16 @@ import onnx
 
 from torchtrt_ext.errors import InvalidInputError, failure
 from torchtrt_ext.ops._spec import DOMAIN, Decomposer, get_op
-from torchtrt_ext.passes.onnx_util import default_opset
+from torchtrt_ext.passes.onnx_util import OnnxSource, default_opset, read_onnx
 
 
-def decompose_custom_ops(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Return a copy of ``model`` where every torchtrt_ext node is replaced by standard ONNX ops.
+def decompose_custom_ops(model: OnnxSource) -> onnx.ModelProto:
+    """Return a copy of ``model`` (a ModelProto, path or bytes) where every torchtrt_ext node is replaced by standard
+    ONNX ops.
 
     The result runs on any ONNX runtime and on TensorRT without our plugins (slower than the plugin).
     """
+    model = read_onnx(model)
     out = onnx.ModelProto()
     out.CopyFrom(model)
     opset = default_opset(out)

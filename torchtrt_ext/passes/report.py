@@ -34,7 +34,7 @@ from torchtrt_ext.backend.plugins import (
 from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, MissingDependencyError, failure
 from torchtrt_ext.ops._spec import DOMAIN, registered_ops
 from torchtrt_ext.passes import trt_op_support as table
-from torchtrt_ext.passes.onnx_util import default_opset
+from torchtrt_ext.passes.onnx_util import OnnxSource, default_opset, read_onnx
 from torchtrt_ext.passes.shapes import infer_shapes
 
 LOGGER = logging.getLogger("torchtrt_ext")
@@ -130,8 +130,8 @@ def _custom_op_remedies(node: onnx.NodeProto, backend: str, known: bool, why_mis
     if backend == "tensorrt":
         remedies.append("a newer TensorRT: the Python plugins need tensorrt >= 10.6 "
                         "(pip install 'torchtrt_ext[trt]')")
-    else:
-        remedies.append("TensorRT-RTX cannot run plugin nodes (it aborts): use backend='tensorrt' for the plugin")
+    elif not known:  # for our own ops, why_missing already says why TensorRT-RTX gets no plugin
+        why_missing = f"on backend='tensorrt' (TensorRT-RTX cannot run plugin nodes): {why_missing}"
     remedies.append("a different mapping at export: export without the custom op (compile(..., fuse=False), or the "
                     "plain PyTorch code path) so only standard ops reach TensorRT")
     if known:
@@ -274,11 +274,11 @@ def _table_findings(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> list
     return findings
 
 
-def report(model: onnx.ModelProto, backend: str = "tensorrt", *, checker: str = "auto") -> DoctorReport:
+def report(model: OnnxSource, backend: str = "tensorrt", *, checker: str = "auto") -> DoctorReport:
     """Diagnose ``model`` for ``backend`` ("tensorrt" or "tensorrt_rtx").
 
     Args:
-        model: the ONNX model (not modified).
+        model: the ONNX model: a ModelProto, path or bytes (not modified).
         backend: the TensorRT flavour to check against. Default: "tensorrt".
         checker: "parser" (the backend's ONNX parser; raises MissingDependencyError when it is not installed),
             "table" (``passes.trt_op_support``), or "auto" (the parser when installed, else the table). Default: "auto".
@@ -288,6 +288,7 @@ def report(model: onnx.ModelProto, backend: str = "tensorrt", *, checker: str = 
         blocks the build.
     """
 
+    model = read_onnx(model)
     adapter.check_backend_name(backend)
     if checker not in CHECKERS:
         raise InvalidInputError(failure(f"checker={checker!r} is not a checker", f"one of {CHECKERS}",
