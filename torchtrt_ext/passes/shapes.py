@@ -1,7 +1,10 @@
 """ONNX shape inference that passes through torchtrt_ext nodes, using each op's shape and dtype rule."""
 from __future__ import annotations
 
+import math
+
 import onnx
+from google.protobuf.message import EncodeError
 from onnx import helper
 
 from torchtrt_ext.ops._spec import DOMAIN, SymDim, get_op, onnx_elem_type, torch_dtype
@@ -30,21 +33,24 @@ def _to_onnx_dims(shape: tuple) -> list[int | str | None]:
 #: protobuf cannot serialize a message of 2 GiB or more (onnx raises EncodeError); shape inference and the checker
 #: serialize the model, so a bigger model goes through ``weightless`` and is saved with external data.
 PROTOBUF_LIMIT = 2**31 - 1
-_SMALL = 1 << 16  # initializers kept in ``weightless`` (Reshape shapes, Slice starts: values shape inference reads)
+_SMALL = 1 << 14  # elements of the initializers ``weightless`` keeps (Reshape shapes, Slice starts: values inference reads)
 
 
 def too_big(model: onnx.ModelProto) -> bool:
     """Whether ``model`` is over protobuf's 2 GiB serialization limit."""
-    return model.ByteSize() >= PROTOBUF_LIMIT
+    try:
+        return model.ByteSize() >= PROTOBUF_LIMIT
+    except EncodeError:  # protobuf refuses even to size a message over the limit
+        return True
 
 
 def weightless(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` with each large initializer turned into a graph input of the same name, type and shape: small
     enough to serialize, and all that shape inference and the checker need of the weights."""
     graph = model.graph
-    small = [i for i in graph.initializer if i.ByteSize() < _SMALL]
+    small = [i for i in graph.initializer if math.prod(i.dims) < _SMALL]  # elements: sizing one may raise too
     large = [helper.make_tensor_value_info(i.name, i.data_type, list(i.dims)) for i in graph.initializer
-             if i.ByteSize() >= _SMALL]
+             if math.prod(i.dims) >= _SMALL]
     light = helper.make_graph(graph.node, graph.name, list(graph.input) + large, graph.output, small,
                               value_info=graph.value_info)
     return helper.make_model(light, opset_imports=model.opset_import, ir_version=model.ir_version,
