@@ -11,6 +11,7 @@ import dataclasses
 import logging
 import os
 import time
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
@@ -139,8 +140,15 @@ def build_engine(onnx_model_or_path: OnnxSource, *, backend: str = "tensorrt", p
     full_profiles = profiles_for_graph(graph_inputs(typed.model), normalize_profiles(profiles), max_batch=max_batch)
     settings = build_settings(backend=backend, precision=precision, workspace=workspace, plugins=plan.mode,
                               embed_plugins=embed_plugins, profiles=full_profiles, max_batch=max_batch)
-    plan_bytes, inputs, outputs = _build(api, typed, full_profiles, plan, workspace=workspace,
-                                         timing_cache=timing_cache, progress=progress, embed=embed_plugins)
+    try:
+        plan_bytes, inputs, outputs = _build(api, typed, full_profiles, plan, workspace=workspace,
+                                             timing_cache=timing_cache, progress=progress, embed=embed_plugins)
+    except BaseException as exc:
+        # The failed build's builder, network and parser would live on in the traceback's frames; when a later
+        # garbage collection frees them from inside another build's Python callback (logger, progress monitor),
+        # TensorRT-RTX deadlocks on its own lock (seen: IBuilder dealloc under gc in a test run). Free them now.
+        traceback.clear_frames(exc.__traceback__)
+        raise
     gpu_name, cc = current_gpu()
     from torchtrt_ext import __version__ as ours
     metadata = EngineMetadata(
