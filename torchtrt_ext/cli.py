@@ -52,10 +52,10 @@ from torchtrt_ext._progress import ticking
 from torchtrt_ext.backend.adapter import BACKENDS
 from torchtrt_ext.backend.engine import is_engine_file
 from torchtrt_ext.backend.plugins import PLUGIN_MODES
-from torchtrt_ext.backend.precision import PRECISIONS
+from torchtrt_ext.passes.precision import PRECISIONS
+from torchtrt_ext.doctor import report as doctor
 from torchtrt_ext.compile import run_passes
 from torchtrt_ext.passes.onnx_util import read_onnx
-from torchtrt_ext.passes.report import report as doctor
 from torchtrt_ext.runtime import TRTModule
 from torchtrt_ext.validate import PRECISIONS as TOLERANCE_PRECISIONS
 

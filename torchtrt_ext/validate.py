@@ -54,6 +54,7 @@ from torchtrt_ext.errors import (
 from torchtrt_ext.export import output_names
 from torchtrt_ext.ops._spec import torch_dtype
 from torchtrt_ext.passes import decompose_custom_ops
+from torchtrt_ext.passes.onnx_util import custom_nodes
 from torchtrt_ext.passes.onnx_util import read_onnx
 
 #: precision -> (atol, rtol); see the module docstring for the reasons.
@@ -187,7 +188,7 @@ class OnnxRuntimeModule:
             raise InvalidInputError(failure(f"OnnxRuntimeModule got a {type(model).__name__}",
                                             "an onnx.ModelProto or an .onnx path", "pass the exported model"))
         ort = _import_onnxruntime()
-        if any(n.domain not in ("", "ai.onnx") for n in model.graph.node):
+        if custom_nodes(model):
             model = decompose_custom_ops(model)
         self.model = model
         self.providers = list(providers or ["CPUExecutionProvider"])

@@ -9,6 +9,7 @@ import torch
 from onnx import TensorProto, helper
 
 import torchtrt_ext
+from torchtrt_ext.doctor import report
 from torchtrt_ext.errors import BuildError
 
 
@@ -19,10 +20,10 @@ class Head(torch.nn.Module):
 
 def test_doctor_on_rtx_says_why_there_is_no_plugin_once() -> None:
     model = torchtrt_ext.export_onnx(Head(), (torch.randn(2, 8),))
-    result = torchtrt_ext.passes.report(model, backend="tensorrt_rtx", checker="table")
+    result = report(model, backend="tensorrt_rtx", checker="table")
     (finding,) = [f for f in result.findings if f.op_type == "L2Norm"]
-    about_rtx = [r for r in finding.remedies if "TensorRT-RTX" in r]
-    assert len(about_rtx) == 1, finding.remedies
+    go_to_tensorrt = [r for r in finding.remedies if "backend='tensorrt'" in r]
+    assert len(go_to_tensorrt) == 1, finding.remedies
     assert len(set(finding.remedies)) == len(finding.remedies)
 
 

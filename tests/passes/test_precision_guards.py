@@ -9,7 +9,7 @@ import torch
 
 import torchtrt_ext
 from tests.cli.models import make_relu_normalize
-from torchtrt_ext.backend.precision import apply_precision
+from torchtrt_ext.passes.precision import apply_precision
 
 
 def _inputs() -> torch.Tensor:
