@@ -31,6 +31,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from torchtrt_ext._progress import Counter
 from torchtrt_ext.backend.rtx_alias import ensure_rtx_linker_name
 from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, MissingDependencyError, failure
 
@@ -185,6 +186,7 @@ def _make_logger(trt: Any, records: list[tuple[str, str]] | None) -> Any:
 def _make_progress_monitor(trt: Any, stream: Any) -> Any:
     base: Any = trt.IProgressMonitor
     started: dict[str, float] = {}
+    counters: dict[str, Counter] = {}
     lock = threading.Lock()
 
     class _Progress(base):  # type: ignore[misc]
@@ -194,6 +196,7 @@ def _make_progress_monitor(trt: Any, stream: Any) -> Any:
         def phase_start(self, phase_name: str, parent_phase: str | None, num_steps: int) -> None:
             with lock:
                 started[phase_name] = time.monotonic()
+                counters[phase_name] = Counter(phase_name, num_steps, stream=stream)
             if parent_phase is None:
                 print(f"[torchtrt_ext] {phase_name} ...", file=stream, flush=True)
             else:
@@ -202,12 +205,17 @@ def _make_progress_monitor(trt: Any, stream: Any) -> Any:
         def phase_finish(self, phase_name: str) -> None:
             with lock:
                 t0 = started.pop(phase_name, None)
+                counters.pop(phase_name, None)
             seconds = time.monotonic() - t0 if t0 is not None else 0.0
             log.debug("build phase %s finished in %.2f s", phase_name, seconds)
             if not started:  # a top-level phase ended
                 print(f"[torchtrt_ext] {phase_name} done ({seconds:.1f} s)", file=stream, flush=True)
 
         def step_complete(self, phase_name: str, step: int) -> bool:
+            with lock:
+                counter = counters.get(phase_name)
+            if counter is not None:
+                counter.step()  # a line every few seconds in a long phase (kernel tactics), nothing in a quick one
             return True  # never cancel
 
     return _Progress()

@@ -27,7 +27,8 @@ import onnx
 import torch
 
 from torchtrt_ext.backend.adapter import TRTApi, load_backend
-from torchtrt_ext.backend.engine import TRT_DTYPE_NAMES, Engine, EngineMetadata, TensorInfo, atomic_write
+from torchtrt_ext._files import atomic_write
+from torchtrt_ext.backend.engine import TRT_DTYPE_NAMES, Engine, EngineMetadata, TensorInfo
 from torchtrt_ext.backend.plugin_plan import PluginPlan
 from torchtrt_ext.backend.plugins import load_plugins, prepare_graph, resolve_plugin_plan
 from torchtrt_ext.passes.precision import PrecisionResult, apply_precision, check_precision
@@ -40,6 +41,8 @@ from torchtrt_ext.backend.profiles import (
     profiles_for_graph,
 )
 from torchtrt_ext.errors import BuildError, InvalidInputError, OnnxParseError, failure
+from torchtrt_ext.ops._spec import DOMAIN
+from torchtrt_ext.passes.onnx_util import read_onnx
 
 if TYPE_CHECKING:
     import tensorrt as trt_t
@@ -58,19 +61,8 @@ _BUILD_REMEDY = ("for 'could not find any implementation': try precision='fp32' 
 
 
 def load_onnx(source: OnnxSource) -> onnx.ModelProto:
-    """A ModelProto from a ModelProto, a path, or serialized bytes."""
-    if isinstance(source, onnx.ModelProto):
-        return source
-    if isinstance(source, (bytes, bytearray)):
-        return onnx.load_from_string(bytes(source))
-    if isinstance(source, (str, os.PathLike)):
-        path = Path(source)
-        if not path.is_file():
-            raise InvalidInputError(failure(f"ONNX file {path} does not exist", "a path to a .onnx file",
-                                            "check the path, or pass the onnx.ModelProto itself"))
-        return onnx.load(str(path))
-    raise InvalidInputError(failure(f"build_engine got a {type(source).__name__}", "an onnx.ModelProto, a path or "
-                                    "bytes", "export first: torchtrt_ext.export_onnx(model, example_inputs)"))
+    """A ModelProto from a ModelProto, a path, or serialized bytes (``passes.onnx_util.read_onnx``)."""
+    return read_onnx(source, "build_engine's model")
 
 
 def graph_inputs(model: onnx.ModelProto) -> dict[str, GraphShape]:
@@ -164,6 +156,18 @@ def graph_for_build(build: BuildPlan) -> PrecisionResult:
 def build_from_plan(build: BuildPlan, *, timing_cache: str | os.PathLike[str] | None = None, progress: bool = True,
                     output_tree: dict[str, Any] | None = None) -> Engine:
     """Steps 2-5: the engine of a ``BuildPlan``, with its metadata (the plan recorded per op)."""
+    try:
+        return _engine_of(build, timing_cache=timing_cache, progress=progress, output_tree=output_tree)
+    except BaseException as exc:
+        # The failed build's builder, network and parser would live on in the traceback's frames; when a later
+        # garbage collection frees them from inside another build's Python callback (logger, progress monitor),
+        # TensorRT-RTX deadlocks on its own lock (seen: IBuilder dealloc under gc in a test run). Free them now.
+        traceback.clear_frames(exc.__traceback__)
+        raise
+
+
+def _engine_of(build: BuildPlan, *, timing_cache: str | os.PathLike[str] | None, progress: bool,
+               output_tree: dict[str, Any] | None) -> Engine:
     api, plan = build.api, build.plan
     typed = graph_for_build(build)
     try:
@@ -225,12 +229,14 @@ def build_engine(onnx_model_or_path: OnnxSource, *, backend: str = "tensorrt", p
 
 @dataclasses.dataclass(frozen=True)
 class ParserError:
-    """One error of TensorRT's ONNX parser: the failing node's name and op_type, the error code name, the text."""
+    """One error of TensorRT's ONNX parser: the failing node's name and op_type, the error code name, the text, and
+    the node's domain where it is not the standard one."""
 
     node: str
     op_type: str
     code: str
     desc: str
+    domain: str = ""  # the node's domain where it is not the standard one (e.g. a custom op's)
 
 
 def parser_errors(parser: trt_t.OnnxParser, model: onnx.ModelProto) -> list[ParserError]:
@@ -242,7 +248,8 @@ def parser_errors(parser: trt_t.OnnxParser, model: onnx.ModelProto) -> list[Pars
         node = model.graph.node[index] if 0 <= index < len(model.graph.node) else None
         name = error.node_name() or (node.name if node is not None else "") or f"#{index}"
         op_type = error.node_operator() or (node.op_type if node is not None else "?")
-        errors.append(ParserError(name, op_type, error.code().name, error.desc().strip()))
+        domain = node.domain if node is not None and node.domain not in ("", "ai.onnx") else ""
+        errors.append(ParserError(name, op_type, error.code().name, error.desc().strip(), domain))
     return errors
 
 
@@ -260,12 +267,17 @@ def network_from_onnx(api: TRTApi, model: onnx.ModelProto, plan: PluginPlan, log
     if parser.parse(model.SerializeToString()):
         return builder, network
     errors = parser_errors(parser, model)
-    listed = "\n".join(f"  - node {e.node} ({e.op_type}): {e.desc}" for e in errors)
+    listed = "\n".join(f"  - node {e.node} ({e.domain + '::' if e.domain else ''}{e.op_type}): {e.desc}"
+                       for e in errors)
     said = f"\nTensorRT said:\n{_said(records)}" if records is not None else ""
+    # plugins='decompose' replaces torchtrt_ext nodes only: for nodes of other custom domains alone, it cannot help.
+    foreign = bool(errors) and all(e.domain and e.domain != DOMAIN for e in errors)
+    remedy = _PARSER_REMEDY if not foreign else _PARSER_REMEDY.replace(
+        "decompose it (plugins='decompose')", "register it as a torchtrt_ext op with a decomposition (ops.OpSpec)")
     raise OnnxParseError(f"{api.name} {api.version} could not parse the ONNX graph; failing nodes:\n"
                          f"{listed or _NO_FAILING_NODE}{said}",
                          expected="nodes TensorRT's ONNX parser supports, or plugin nodes whose plugin is loaded",
-                         remedy=_PARSER_REMEDY, nodes=tuple(errors))
+                         remedy=remedy, nodes=tuple(errors))
 
 
 def configure(api: TRTApi, builder: trt_t.Builder, network: trt_t.INetworkDefinition, typed: PrecisionResult,

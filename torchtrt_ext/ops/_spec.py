@@ -100,9 +100,23 @@ class Attr:
             if any(isinstance(v, bool) or not isinstance(v, (int, float) if elem is float else int) for v in value):
                 raise InvalidAttributeError(f"{op}: argument {self.label} must be a list of {elem.__name__}, got {value!r}")
             value = tuple(elem(v) for v in value)
+        if self.kind in ("float", "floats"):
+            _check_float32(op, self.label, value)
         if self.check is not None and not self.check(value):
             raise InvalidAttributeError(f"{op}: argument {self.label}={value!r} is not allowed. Allowed: {self.allowed}.")
         return value
+
+
+def _check_float32(op: str, label: str, value: float | tuple[float, ...]) -> None:
+    """ONNX and TensorRT keep float attributes as float32: refuse a value float32 turns into 0 or inf."""
+    for v in (value,) if isinstance(value, float) else value:
+        with np.errstate(over="ignore"):
+            as32 = float(np.float32(v))
+        if math.isfinite(v) and (as32 == 0) != (v == 0) or math.isfinite(v) != math.isfinite(as32):
+            raise InvalidAttributeError(
+                f"{op}: argument {label}={v!r} does not survive float32, the type ONNX and TensorRT store float "
+                f"attributes in: it would become {as32!r}. Remedy: pass a value between 1.4e-45 and 3.4e38 in "
+                "magnitude (or 0)")
 
 
 def finite_positive(value: float) -> bool:
