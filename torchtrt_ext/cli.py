@@ -92,23 +92,39 @@ def remedy_for(message: str) -> str | None:
 
 
 class CliError(Exception):
-    """A failure the command reports as one line with an exit code."""
+    """A failure the command reports as one line with an exit code; its message is one sentence that ends with
+    "Remedy: ..."."""
 
     def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
         super().__init__(message)
         self.code = code
 
 
-def one_line(message: str, remedy: str | None = None) -> str:
-    """Collapse ``message`` to one line that ends with a remedy (``remedy`` replaces the message's own)."""
-    text = " ".join(part.strip() for part in str(message).splitlines() if part.strip())
-    text = re.sub(r"\s+", " ", text).strip()
-    if remedy is not None:
-        head = text.rsplit(" Remedy:", 1)[0].rstrip(" .")
-        return f"{head}. Remedy: {remedy}"
-    if "Remedy:" not in text:
-        text = text.rstrip(" .") + ". Remedy: rerun with --verbose for the details"
-    return text
+def _collapsed(text: str) -> str:
+    return re.sub(r"\s+", " ", str(text)).strip()
+
+
+def one_line(what: str, remedy: str) -> str:
+    """``what`` collapsed to one line, then ``. Remedy: <remedy>``."""
+    return f"{_collapsed(what).rstrip(' .')}. Remedy: {remedy}"
+
+
+def error_line(exc: BaseException, code: int) -> str:
+    """The one line a failed command prints for ``exc``, built from the error's fields (what failed, what was
+    expected, the remedy), never from its text: where a build or library error quotes a TensorRT message of DESIGN.md
+    §7, that message's remedy replaces the error's own; an error without a remedy gets "rerun with --verbose"."""
+    from torchtrt_ext.errors import TorchTRTExtError
+
+    if isinstance(exc, CliError):
+        return _collapsed(str(exc))  # written as one sentence ending with its remedy
+    message = str(exc) or type(exc).__name__
+    if code == EXIT_INTERNAL:
+        message = f"{type(exc).__name__}: {message}"
+    design = remedy_for(message) if code in (EXIT_BUILD, EXIT_MISSING) else None
+    if isinstance(exc, TorchTRTExtError) and exc.remedy:
+        what = f"{exc.what}. Expected: {exc.expected}" if exc.expected else exc.what
+        return one_line(what, design or exc.remedy)
+    return one_line(message, design or "rerun with --verbose for the details")
 
 
 # ------------------------------------------------------------------------------------------------ parsing helpers
@@ -422,8 +438,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (exit 2) ending with the remedy."""
 
     def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"{self.prog}: error: {one_line(message).split('. Remedy:')[0]}. "
-                         f"Remedy: see '{self.prog} --help'\n")
+        remedy = "see '" + self.prog + " --help'"
+        sys.stderr.write(f"{self.prog}: error: {one_line(message, remedy)}\n")
         raise SystemExit(EXIT_USAGE)
 
 
@@ -554,10 +570,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception as exc:  # noqa: BLE001 - the boundary: every error becomes one line and an exit code
         code = _exit_code(exc)
-        message = str(exc) or type(exc).__name__
-        if code == EXIT_INTERNAL:
-            message = f"{type(exc).__name__}: {message}"
-        line = one_line(message, remedy_for(message) if code in (EXIT_BUILD, EXIT_MISSING) else None)
+        line = error_line(exc, code)
         if args.verbose:
             traceback.print_exc()
         print(f"{PROG} {args.command}: error: {line}", file=sys.stderr)

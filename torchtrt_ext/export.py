@@ -38,8 +38,8 @@ def input_names(model: torch.nn.Module, example_inputs: Sequence[Any]) -> list[s
     except TypeError as exc:
         params = list(inspect.signature(model.forward).parameters)
         raise InvalidInputError(
-            f"example_inputs do not match {type(model).__name__}.forward{tuple(params)}: {exc}. Remedy: pass one "
-            f"tensor per forward argument, as a tuple, e.g. (x,)") from None
+            f"example_inputs do not match {type(model).__name__}.forward{tuple(params)}: {exc}",
+            remedy="pass one tensor per forward argument, as a tuple, e.g. (x,)") from None
     names: list[str] = []
     for name, value in bound.arguments.items():
         kind = inspect.signature(model.forward).parameters[name].kind
@@ -47,8 +47,8 @@ def input_names(model: torch.nn.Module, example_inputs: Sequence[Any]) -> list[s
         for i, v in enumerate(values):
             label = f"{name}_{i}" if kind == inspect.Parameter.VAR_POSITIONAL else name
             if not isinstance(v, torch.Tensor):
-                raise InvalidInputError(f"example input {label!r} is a {type(v).__name__}, not a torch.Tensor. "
-                                        "Remedy: pass tensors only; make other arguments attributes of the model")
+                raise InvalidInputError(f"example input {label!r} is a {type(v).__name__}, not a torch.Tensor",
+                                        remedy="pass tensors only; make other arguments attributes of the model")
             names.append(label)
     return names
 
@@ -155,9 +155,9 @@ def export_onnx(model: torch.nn.Module, example_inputs: Any, path: str | os.Path
             if exporter == "auto":
                 log.warning("dynamo export failed (%s); retrying with the legacy exporter", errors[-1])
     else:
-        raise ExportError("ONNX export failed. " + " | ".join(errors) + ". Remedy: check the model runs on the "
-                          "example inputs; try exporter='legacy' or 'dynamo' explicitly, or static shapes "
-                          "(dynamic_shapes={})")
+        raise ExportError("ONNX export failed. " + " | ".join(errors),
+                          remedy="check the model runs on the example inputs; try exporter='legacy' or 'dynamo' "
+                          "explicitly, or static shapes (dynamic_shapes={})")
     onnx_model = _finish(onnx_model, which)
     if path is not None:
         onnx.save(onnx_model, os.fspath(path))
