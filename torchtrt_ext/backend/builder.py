@@ -6,7 +6,7 @@ The steps compose, each a small function (in the manner of Polygraphy's loaders)
    work), the profiles and the settings: everything the engine cache keys on, cheap;
 2. ``graph_for_build``: precision transform -> decompose / complete inputs as planned -> plugin-free guard;
 3. ``network_from_onnx``: load the planned plugins and parse (the doctor reuses this step);
-4. ``configure``: workspace, precision flags, profiles, timing cache, progress, embedded plugins;
+4. ``configure``: workspace, CUDA-graph capture flags, profiles, timing cache, progress, embedded plugins;
 5. ``engine_from_network``: build and serialize; ``build_from_plan`` chains 2-5 into an ``Engine`` with metadata.
 
 Caching is a separate step (``torchtrt_ext.cache.cached_build_engine``, on the same ``BuildPlan``), so
@@ -169,7 +169,7 @@ def build_from_plan(build: BuildPlan, *, timing_cache: str | os.PathLike[str] | 
     records: list[tuple[str, str]] = []
     logger = api.make_logger(records)
     builder, network = network_from_onnx(api, typed.model, plan, logger)
-    config = configure(api, builder, network, typed, build.profiles, plan, workspace=build.workspace,
+    config = configure(api, builder, network, build.profiles, plan, workspace=build.workspace,
                        timing_cache=timing_cache, progress=progress, embed=build.embed_plugins)
     plan_bytes = engine_from_network(api, builder, network, config, records, timing_cache=timing_cache)
     inputs = tuple(_info(network.get_input(i)) for i in range(network.num_inputs))
@@ -234,13 +234,13 @@ def parser_errors(parser: trt_t.OnnxParser, model: onnx.ModelProto) -> list[Pars
 
 def network_from_onnx(api: TRTApi, model: onnx.ModelProto, plan: PluginPlan, logger: trt_t.ILogger
                       ) -> tuple[trt_t.Builder, trt_t.INetworkDefinition]:
-    """Step 3: load the plan's plugins and parse ``model`` into a (strongly typed where weak typing is gone) network.
+    """Step 3: load the plan's plugins and parse ``model`` into a strongly typed network.
 
     Raises OnnxParseError (a BuildError) listing the failing nodes when the parser rejects the graph.
     """
     load_plugins(api, plan)
     builder: trt_t.Builder = api.trt.Builder(logger)
-    network: trt_t.INetworkDefinition = builder.create_network(0)
+    network: trt_t.INetworkDefinition = builder.create_network(api.network_flags())  # strongly typed everywhere
     parser: trt_t.OnnxParser = api.trt.OnnxParser(network, logger)
     if parser.parse(model.SerializeToString()):
         return builder, network
@@ -252,19 +252,16 @@ def network_from_onnx(api: TRTApi, model: onnx.ModelProto, plan: PluginPlan, log
                          remedy=_PARSER_REMEDY, nodes=tuple(errors))
 
 
-def configure(api: TRTApi, builder: trt_t.Builder, network: trt_t.INetworkDefinition, typed: PrecisionResult,
-              profiles: Sequence[Profile], plan: PluginPlan, *, workspace: int | None,
-              timing_cache: str | os.PathLike[str] | None, progress: bool, embed: bool) -> trt_t.IBuilderConfig:
-    """Step 4: the builder config: workspace, weak-typing precision flags (TensorRT 10.x), profiles, timing cache,
-    progress monitor, the plugin library to embed."""
+def configure(api: TRTApi, builder: trt_t.Builder, network: trt_t.INetworkDefinition, profiles: Sequence[Profile],
+              plan: PluginPlan, *, workspace: int | None, timing_cache: str | os.PathLike[str] | None, progress: bool,
+              embed: bool) -> trt_t.IBuilderConfig:
+    """Step 4: the builder config: workspace, the flags that let the engine be captured in CUDA graphs, profiles,
+    timing cache, progress monitor, the plugin library to embed."""
     trt = api.trt
     config: trt_t.IBuilderConfig = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace or default_workspace())
-    flags = api.precision_flags(typed.precision) if api.has_weak_typing else []
-    for flag in flags:
+    for flag in api.capture_flags():  # any engine may later run with cuda_graphs=True
         config.set_flag(flag)
-    if flags:
-        _pin_fp32_layers(api, network, set(typed.fp32_nodes))
 
     names = {network.get_input(i).name for i in range(network.num_inputs)}
     for profile in profiles:
@@ -313,19 +310,6 @@ def engine_from_network(api: TRTApi, builder: trt_t.Builder, network: trt_t.INet
     if cache_path is not None:
         atomic_write(cache_path, bytes(config.get_timing_cache().serialize()))
     return plan_bytes
-
-
-def _pin_fp32_layers(api: TRTApi, network: trt_t.INetworkDefinition, fp32_nodes: set[str]) -> None:
-    """Weakly typed TensorRT (10.x): keep layers made from FP32-pinned nodes in FP32 (layer names follow node
-    names in TensorRT's ONNX parser; a decomposed node's parts are named "<node>/...")."""
-    pinned = 0
-    for i in range(network.num_layers):
-        layer = network.get_layer(i)
-        inside = layer.name in fp32_nodes or any(layer.name.startswith(f"{n}/") for n in fp32_nodes)  # decomposed
-        if inside and hasattr(layer, "precision"):
-            layer.precision = api.trt.float32
-            pinned += 1
-    log.debug("pinned %d layer(s) to FP32", pinned)
 
 
 def _info(tensor: trt_t.ITensor) -> TensorInfo:

@@ -240,7 +240,7 @@ def prepare_graph(model: onnx.ModelProto, plan: PluginPlan) -> onnx.ModelProto:
 def load_plugins(api: TRTApi, plan: PluginPlan) -> None:
     """Make the plan's plugins visible to ``api``'s registry (once per process)."""
     routes = {op.route for op in plan.ops}
-    if plan.library is not None and "cpp" in routes:
+    if plan.library is not None:  # set exactly when some op takes the C++ library
         _load_library_once(api, str(plan.library))
     if "python" in routes:
         _register_python_once()
