@@ -46,7 +46,7 @@ from typing import Any, NoReturn
 
 from torchtrt_ext.backend.adapter import BACKENDS
 from torchtrt_ext.backend.engine import is_engine_file
-from torchtrt_ext.backend.plugins import PLUGIN_MODES
+from torchtrt_ext.backend.plugins import PLUGIN_MODES, recorded_ops
 from torchtrt_ext.passes.precision import PRECISIONS
 from torchtrt_ext.doctor import report as doctor
 from torchtrt_ext.runtime import TRTModule
@@ -342,6 +342,7 @@ def _engine_table(meta: Any) -> str:
     lines = [f"engine for {meta.describe_target()}",
              f"precision {meta.build.get('precision')}, plugins {meta.plugin_mode} {list(meta.plugins) or ''}".rstrip(),
              f"built by torchtrt_ext {meta.torchtrt_ext_version or '?'}"]
+    lines += [f"plugin {op.plugin.id} ({op.plugin.provider}): {op.route}" for op in recorded_ops(meta)]
     if meta.plugins_embedded:
         lines.append("carries host code (embedded plugin library): running it needs --allow-engine-host-code")
     rows = [["input", t.name, t.dtype, "x".join(str(d) for d in t.shape)] for t in meta.inputs]
@@ -389,14 +390,15 @@ def _device(choice: str, kinds: Sequence[str]) -> Any:
 
     if "engine" in kinds and not torch.cuda.is_available():
         raise MissingDependencyError(
-            "running an engine needs a CUDA GPU, and torch sees none. Remedy: run it on the target GPU, or compare "
-            "with the ONNX export on onnxruntime instead (torchtrt-ext validate MODEL model.onnx)")
+            "running an engine needs a CUDA GPU, and torch sees none",
+            remedy="run it on the target GPU, or compare with the ONNX export on onnxruntime instead (torchtrt-ext "
+            "validate MODEL model.onnx)")
     if choice == "auto":
         return torch.device("cuda" if "engine" in kinds or torch.cuda.is_available() else "cpu")
     if choice not in ("cpu", "cuda") and not re.fullmatch(r"cuda:\d+", choice):
         raise CliError(f"--device {choice!r} is not a device. Remedy: use cpu, cuda or cuda:N")
     if choice.startswith("cuda") and not torch.cuda.is_available():
-        raise MissingDependencyError(f"--device {choice} but torch sees no CUDA GPU. Remedy: use --device cpu")
+        raise MissingDependencyError(f"--device {choice} but torch sees no CUDA GPU", remedy="use --device cpu")
     return torch.device(choice)
 
 

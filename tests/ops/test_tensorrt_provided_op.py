@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import torchtrt_ext
+from torchtrt_ext import cli
 from tests.backend.conftest import ConvL2Norm, rtx  # noqa: F401 (the rtx fixture)
 from tests.helpers import node_attrs, rel_err, run_onnx
 from torchtrt_ext.backend import plugins
@@ -104,6 +105,8 @@ def test_recorded_per_op_in_a_real_engine(rtx: str, exported: onnx.ModelProto, t
     ops = {op.op_type: op for op in Engine.load(path).metadata.plugin_ops}
     assert ops["TestRelu_TRT"] == OpPlan(PluginRef("TestRelu_TRT", "1", "", PROVIDER_TENSORRT), "decompose")
     assert ops["L2Norm"] == OpPlan(PluginRef("L2Norm", "1", "torchtrt_ext", PROVIDER_OURS), "decompose")
+    table = cli._engine_table(Engine.load(path).metadata)  # what torchtrt-ext inspect prints for the engine
+    assert "plugin ::TestRelu_TRT:1 (tensorrt): decompose" in table.splitlines()
 
 
 def test_the_metadata_record_is_read_back_by_one_function(exported: onnx.ModelProto, cpp_library: Path) -> None:
@@ -115,3 +118,10 @@ def test_the_metadata_record_is_read_back_by_one_function(exported: onnx.ModelPr
     assert again.plugin_ops == plan.ops
     read = plugins.plan_from_metadata(again)
     assert read.ops == plan.ops and read.library == cpp_library and read.library_sha256 == plan.library_sha256
+
+
+def test_an_engine_from_before_the_per_op_record_reads_as_one_route(cpp_library: Path) -> None:
+    metadata = EngineMetadata(inputs=(), outputs=(), profiles=(), build={}, backend="tensorrt", trt_version="10.13.0",
+                              plugins=("torchtrt_ext::L2Norm:1",), plugin_mode="cpp")
+    assert plugins.recorded_ops(metadata) == (OpPlan(PluginRef("L2Norm", "1", "torchtrt_ext"), "cpp"),)
+    assert plugins.plan_from_metadata(metadata).library == cpp_library

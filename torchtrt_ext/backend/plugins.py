@@ -202,9 +202,7 @@ def plan_from_metadata(metadata: EngineMetadata) -> PluginPlan:
     An engine whose C++ plugins are not embedded points at this machine's plugin library (a warning when it differs
     from the one the engine was built with). Raises LibraryNotFoundError when that library is not built here.
     """
-    ops = metadata.plugin_ops
-    if not ops and metadata.plugin_mode in ("cpp", "python"):  # written before the per-op record existed
-        ops = tuple(OpPlan(PluginRef(*_split_id(i)), metadata.plugin_mode) for i in metadata.plugins)
+    ops = recorded_ops(metadata)
     library = None
     digest = metadata.plugin_library_sha256
     if any(op.route == "cpp" for op in ops) and not metadata.plugins_embedded:
@@ -215,6 +213,14 @@ def plan_from_metadata(metadata: EngineMetadata) -> PluginPlan:
                         "with %s...); if loading fails, rebuild the engine", library, digest[:12],
                         metadata.plugin_library_sha256[:12])
     return PluginPlan(metadata.plugin_mode, library, digest, ops)
+
+
+def recorded_ops(metadata: EngineMetadata) -> tuple[OpPlan, ...]:
+    """The per-op plan an engine's metadata records (for an engine written before that record: its plugin ids with
+    the one recorded mode)."""
+    if metadata.plugin_ops or metadata.plugin_mode not in ("cpp", "python"):
+        return tuple(metadata.plugin_ops)
+    return tuple(OpPlan(PluginRef(*_split_id(i)), metadata.plugin_mode) for i in metadata.plugins)
 
 
 def _split_id(plugin_id: str) -> tuple[str, str, str]:
