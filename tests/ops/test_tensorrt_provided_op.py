@@ -14,7 +14,7 @@ from torchtrt_ext import cli
 from tests.backend.conftest import ConvL2Norm, rtx  # noqa: F401 (the rtx fixture)
 from tests.helpers import node_attrs, rel_err, run_onnx
 from torchtrt_ext.backend import plugins
-from torchtrt_ext.backend.adapter import TRTApi
+from torchtrt_ext.backend.adapter import TRTApi, load_backend
 from torchtrt_ext.backend.engine import Engine, EngineMetadata
 from torchtrt_ext.backend.plugin_plan import OpPlan
 from torchtrt_ext.errors import BuildError
@@ -43,11 +43,30 @@ class WithBoth(torch.nn.Module):
         return RELU_TRT(self.head(x) - 0.1)
 
 
+class _Registry:
+    """What the stand-in's plugin registry holds once TensorRT's plugin library is registered."""
+
+    def __init__(self, creators: set[tuple[str, str, str]]) -> None:
+        self.creators = creators
+
+    def get_creator(self, name: str, version: str, namespace: str) -> object | None:
+        return object() if (name, version, namespace) in self.creators else None
+
+
+class _ILogger:
+    Severity = types.SimpleNamespace(INTERNAL_ERROR=0, ERROR=1, WARNING=2, INFO=3, VERBOSE=4)
+
+
 def _stand_in_tensorrt(with_plugin_library: bool) -> TRTApi:
-    """A stand-in TensorRT module (our orchestration only): it has, or lacks, init_libnvinfer_plugins."""
-    module = types.SimpleNamespace(__version__="10.13.0")
+    """A stand-in TensorRT module (our orchestration only): its own plugin library registers TestRelu_TRT, or it has
+    no plugin library at all."""
+    module = types.ModuleType("tensorrt")  # a module, as TensorRT is (hashable: the api keys caches)
+    module.__version__ = "10.13.0"
     if with_plugin_library:
+        registry = _Registry({("TestRelu_TRT", "1", "")})
         module.init_libnvinfer_plugins = lambda logger, namespace: True
+        module.get_plugin_registry = lambda: registry
+        module.ILogger = _ILogger  # init_libnvinfer_plugins is handed our logger
     return TRTApi("tensorrt", module)
 
 
@@ -89,7 +108,7 @@ def test_auto_decomposes_it_where_tensorrt_has_no_plugin_library(exported: onnx.
     assert {op.op_type: op.route for op in plan.ops} == {"L2Norm": "cpp", "TestRelu_TRT": "decompose"}
     prepared = plugins.prepare_graph(exported, plan)
     assert [n.op_type for n in prepared.graph.node if n.domain == "torchtrt_ext"] == ["L2Norm"]
-    with pytest.raises(BuildError, match="need TensorRT's own plugin library"):
+    with pytest.raises(BuildError, match="needs plugin ::TestRelu_TRT:1 from TensorRT's own plugin library"):
         plugins.resolve_plugin_plan("cpp", _stand_in_tensorrt(False), exported)
 
 
@@ -125,3 +144,13 @@ def test_an_engine_from_before_the_per_op_record_reads_as_one_route(cpp_library:
                               plugins=("torchtrt_ext::L2Norm:1",), plugin_mode="cpp")
     assert plugins.recorded_ops(metadata) == (OpPlan(PluginRef("L2Norm", "1", "torchtrt_ext"), "cpp"),)
     assert plugins.plan_from_metadata(metadata).library == cpp_library
+
+
+def test_tensorrt_rtx_real_registry_is_asked_per_plugin(rtx: str) -> None:
+    """TensorRT-RTX's real init_libnvinfer_plugins and registry: it registers ROIAlign_TRT 2 but no EfficientNMS_TRT,
+    so an op bound to the latter would be decomposed. The api is labelled "tensorrt" only to pass the RTX plugin
+    refusal; the registry and the calls are RTX's own."""
+    api = TRTApi("tensorrt", load_backend(rtx).trt)
+    assert api.tensorrt_plugin_creator("ROIAlign_TRT", "2", "") is not None
+    assert api.tensorrt_plugin_creator("EfficientNMS_TRT", "1", "") is None
+    assert load_backend(rtx).tensorrt_plugin_creator("ROIAlign_TRT", "2", "") is None  # RTX refuses plugin nodes
