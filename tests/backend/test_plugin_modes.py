@@ -12,7 +12,9 @@ from tests.backend.conftest import raw_custom_graph
 from torchtrt_ext import _native
 from torchtrt_ext.backend import plugins as plugin_modes
 from torchtrt_ext.backend.adapter import TRTApi, load_backend
+from torchtrt_ext.backend.plugin_plan import OpPlan
 from torchtrt_ext.errors import BuildError, LibraryNotFoundError, MissingDependencyError
+from torchtrt_ext.ops.l2norm import SPEC as L2NORM_SPEC
 
 FAKE_TRT = TRTApi("tensorrt", types.SimpleNamespace(__version__="10.13.0"))
 
@@ -97,7 +99,8 @@ def test_a_library_tensorrt_cannot_load_raises_and_is_not_cached(rtx: str, tmp_p
     real = TRTApi("tensorrt", load_backend(rtx).trt)
     bad = tmp_path / "libbroken.so"
     bad.write_bytes(b"not a shared library")
-    plan = plugin_modes.PluginPlan("cpp", bad)
+    l2norm = OpPlan(L2NORM_SPEC.plugin_ref, "cpp")  # an op the C++ library serves, so load_plugins loads it
+    plan = plugin_modes.PluginPlan("cpp", bad, None, (l2norm,))
     for _ in range(2):  # a failure must not be remembered as a success
         with pytest.raises(LibraryNotFoundError, match=r"could not load the plugin library .*libbroken\.so.*ldd"):
             plugin_modes.load_plugins(real, plan)
