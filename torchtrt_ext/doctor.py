@@ -31,7 +31,7 @@ from torchtrt_ext.backend.plugins import assert_plugin_free, auto_route
 from torchtrt_ext.errors import InvalidInputError, OnnxParseError, failure
 from torchtrt_ext.ops._spec import DOMAIN, PROVIDER_OURS, PluginRef, registered_ops
 from torchtrt_ext.passes import trt_op_support as table
-from torchtrt_ext.passes.onnx_util import all_nodes, default_opset, node_attr, non_standard_nodes, STANDARD_DOMAINS
+from torchtrt_ext.passes.onnx_util import STANDARD_DOMAINS, all_nodes, default_opset, node_attr, non_standard_nodes
 from torchtrt_ext.passes.shapes import infer_shapes
 
 LOGGER = logging.getLogger("torchtrt_ext")

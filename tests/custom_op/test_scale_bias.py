@@ -21,7 +21,6 @@ import torch
 import torchtrt_ext
 from tests.custom_op.scale_bias import SCALE_BIAS, SPEC, use_kernel_library
 from tests.helpers import node_attrs, rel_err, run_onnx, single_custom_node
-from tests.plugins import _fake_trtp
 from tests.plugins._plugin_harness import PLUGIN_SOURCES, ROOT, compiler, cuda_home, cuda_lib_dir, run_harness
 from torchtrt_ext import _native
 from torchtrt_ext.backend import python_plugins
@@ -61,13 +60,6 @@ def test_both_exporters_and_the_decomposition(exporter: str) -> None:
 
 def onnx_input(model: onnx.ModelProto) -> str:
     return model.graph.input[0].name
-
-
-@pytest.fixture
-def fake_trtp(monkeypatch: pytest.MonkeyPatch) -> Any:
-    python_plugins._dtype_maps.cache_clear()
-    yield _fake_trtp.install(monkeypatch)
-    python_plugins._dtype_maps.cache_clear()
 
 
 def test_the_python_plugin_comes_from_the_definition(fake_trtp: Any) -> None:

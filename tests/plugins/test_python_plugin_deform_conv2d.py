@@ -15,7 +15,6 @@ import pytest
 import torch
 
 from tests.helpers import rel_err
-from tests.plugins import _fake_trtp
 from torchtrt_ext.backend import python_plugins
 from torchtrt_ext.ops import DOMAIN
 from torchtrt_ext.passes import complete_optional_inputs
@@ -24,13 +23,6 @@ from torchtrt_ext.ops.deform_conv2d import SPEC, torch_deform_conv2d
 ID = "torchtrt_ext::DeformConv2d"
 ATTRS = {"stride": np.array([2, 2], np.int32), "padding": np.array([1, 1], np.int32),
          "dilation": np.array([1, 1], np.int32), "groups": 2, "offset_groups": 2}
-
-
-@pytest.fixture
-def fake_trtp(monkeypatch: pytest.MonkeyPatch) -> Any:
-    python_plugins._dtype_maps.cache_clear()
-    yield _fake_trtp.install(monkeypatch)
-    python_plugins._dtype_maps.cache_clear()
 
 
 def test_registered_with_every_input_and_the_op_attributes(fake_trtp: Any) -> None:

@@ -14,17 +14,9 @@ from typing import Any
 import pytest
 import torch
 
-from tests.plugins import _fake_trtp
 from torchtrt_ext.backend import python_plugins
 from torchtrt_ext.errors import InvalidAttributeError, MissingDependencyError
 from torchtrt_ext.ops.l2norm import SPEC, l2norm
-
-
-@pytest.fixture
-def fake_trtp(monkeypatch: pytest.MonkeyPatch) -> Any:
-    python_plugins._dtype_maps.cache_clear()
-    yield _fake_trtp.install(monkeypatch)
-    python_plugins._dtype_maps.cache_clear()
 
 
 def test_without_tensorrt_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
