@@ -4,7 +4,6 @@ from __future__ import annotations
 import importlib.util
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -69,17 +68,6 @@ def cpp_library(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     library.write_bytes(b"not really a library")
     monkeypatch.setattr(_native, "plugin_library_path", lambda: library)
     return library
-
-
-@pytest.fixture
-def fake_trtp(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """tests/plugins/_fake_trtp.py installed as ``tensorrt`` + ``tensorrt.plugin`` (a stand-in where TensorRT is absent)."""
-    from tests.plugins import _fake_trtp
-    from torchtrt_ext.backend import python_plugins
-
-    python_plugins._dtype_maps.cache_clear()
-    yield _fake_trtp.install(monkeypatch)
-    python_plugins._dtype_maps.cache_clear()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
