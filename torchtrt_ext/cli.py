@@ -51,7 +51,7 @@ from torchtrt_ext._files import same_file, save_onnx
 from torchtrt_ext._progress import ticking
 from torchtrt_ext.backend.adapter import BACKENDS
 from torchtrt_ext.backend.engine import is_engine_file
-from torchtrt_ext.backend.plugins import PLUGIN_MODES
+from torchtrt_ext.backend.plugins import PLUGIN_MODES, recorded_ops
 from torchtrt_ext.passes.precision import PRECISIONS
 from torchtrt_ext.doctor import report as doctor
 from torchtrt_ext.compile import run_passes
@@ -100,23 +100,39 @@ def remedy_for(message: str) -> str | None:
 
 
 class CliError(Exception):
-    """A failure the command reports as one line with an exit code."""
+    """A failure the command reports as one line with an exit code; its message is one sentence that ends with
+    "Remedy: ..."."""
 
     def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
         super().__init__(message)
         self.code = code
 
 
-def one_line(message: str, remedy: str | None = None) -> str:
-    """Collapse ``message`` to one line that ends with a remedy (``remedy`` replaces the message's own)."""
-    text = " ".join(part.strip() for part in str(message).splitlines() if part.strip())
-    text = re.sub(r"\s+", " ", text).strip()
-    if remedy is not None:
-        head = text.rsplit(" Remedy:", 1)[0].rstrip(" .")
-        return f"{head}. Remedy: {remedy}"
-    if "Remedy:" not in text:
-        text = text.rstrip(" .") + ". Remedy: rerun with --verbose for the details"
-    return text
+def _collapsed(text: str) -> str:
+    return re.sub(r"\s+", " ", str(text)).strip()
+
+
+def one_line(what: str, remedy: str) -> str:
+    """``what`` collapsed to one line, then ``. Remedy: <remedy>``."""
+    return f"{_collapsed(what).rstrip(' .')}. Remedy: {remedy}"
+
+
+def error_line(exc: BaseException, code: int) -> str:
+    """The one line a failed command prints for ``exc``, built from the error's fields (what failed, what was
+    expected, the remedy), never from its text: where a build or library error quotes a TensorRT message of DESIGN.md
+    §7, that message's remedy replaces the error's own; an error without a remedy gets "rerun with --verbose"."""
+    from torchtrt_ext.errors import TorchTRTExtError
+
+    if isinstance(exc, CliError):
+        return _collapsed(str(exc))  # written as one sentence ending with its remedy
+    message = str(exc) or type(exc).__name__
+    if code == EXIT_INTERNAL:
+        message = f"{type(exc).__name__}: {message}"
+    design = remedy_for(message) if code in (EXIT_BUILD, EXIT_MISSING) else None
+    if isinstance(exc, TorchTRTExtError) and exc.remedy:
+        what = f"{exc.what}. Expected: {exc.expected}" if exc.expected else exc.what
+        return one_line(what, design or exc.remedy)
+    return one_line(message, design or "rerun with --verbose for the details")
 
 
 # ------------------------------------------------------------------------------------------------ parsing helpers
@@ -377,6 +393,7 @@ def _engine_table(meta: Any) -> str:
     lines = [f"engine for {meta.describe_target()}",
              f"precision {meta.build.get('precision')}, plugins {meta.plugin_mode} {list(meta.plugins) or ''}".rstrip(),
              f"built by torchtrt_ext {meta.torchtrt_ext_version or '?'}"]
+    lines += [f"plugin {op.plugin.id} ({op.plugin.provider}): {op.route}" for op in recorded_ops(meta)]
     if meta.plugins_embedded:
         lines.append("carries host code (embedded plugin library): running it needs --allow-engine-host-code")
     rows = [["input", t.name, t.dtype, "x".join(str(d) for d in t.shape)] for t in meta.inputs]
@@ -424,14 +441,15 @@ def _device(choice: str, kinds: Sequence[str]) -> Any:
 
     if "engine" in kinds and not torch.cuda.is_available():
         raise MissingDependencyError(
-            "running an engine needs a CUDA GPU, and torch sees none. Remedy: run it on the target GPU, or compare "
-            "with the ONNX export on onnxruntime instead (torchtrt-ext validate MODEL model.onnx)")
+            "running an engine needs a CUDA GPU, and torch sees none",
+            remedy="run it on the target GPU, or compare with the ONNX export on onnxruntime instead (torchtrt-ext "
+            "validate MODEL model.onnx)")
     if choice == "auto":
         return torch.device("cuda" if "engine" in kinds or torch.cuda.is_available() else "cpu")
     if choice not in ("cpu", "cuda") and not re.fullmatch(r"cuda:\d+", choice):
         raise CliError(f"--device {choice!r} is not a device. Remedy: use cpu, cuda or cuda:N")
     if choice.startswith("cuda") and not torch.cuda.is_available():
-        raise MissingDependencyError(f"--device {choice} but torch sees no CUDA GPU. Remedy: use --device cpu")
+        raise MissingDependencyError(f"--device {choice} but torch sees no CUDA GPU", remedy="use --device cpu")
     return torch.device(choice)
 
 
@@ -490,8 +508,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (exit 2) ending with the remedy."""
 
     def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"{self.prog}: error: {one_line(message).split('. Remedy:')[0]}. "
-                         f"Remedy: see '{self.prog} --help'\n")
+        remedy = "see '" + self.prog + " --help'"
+        sys.stderr.write(f"{self.prog}: error: {one_line(message, remedy)}\n")
         raise SystemExit(EXIT_USAGE)
 
 
@@ -645,10 +663,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 130
         except Exception as exc:  # noqa: BLE001 - the boundary: every error becomes one line and an exit code
             code = _exit_code(exc)
-            message = str(exc) or type(exc).__name__
-            if code == EXIT_INTERNAL:
-                message = f"{type(exc).__name__}: {message}"
-            line = one_line(message, remedy_for(message) if code in (EXIT_BUILD, EXIT_MISSING) else None)
+            line = error_line(exc, code)
             if args.verbose:
                 traceback.print_exc()
             print(f"{PROG} {args.command}: error: {line}", file=sys.stderr)

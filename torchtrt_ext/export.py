@@ -42,8 +42,8 @@ def input_names(model: torch.nn.Module, example_inputs: Sequence[Any]) -> list[s
     except TypeError as exc:
         params = list(inspect.signature(model.forward).parameters)
         raise InvalidInputError(
-            f"example_inputs do not match {type(model).__name__}.forward{tuple(params)}: {exc}. Remedy: pass one "
-            f"tensor per forward argument, as a tuple, e.g. (x,)") from None
+            f"example_inputs do not match {type(model).__name__}.forward{tuple(params)}: {exc}",
+            remedy="pass one tensor per forward argument, as a tuple, e.g. (x,)") from None
     names: list[str] = []
     for name, value in bound.arguments.items():
         kind = inspect.signature(model.forward).parameters[name].kind
@@ -51,8 +51,8 @@ def input_names(model: torch.nn.Module, example_inputs: Sequence[Any]) -> list[s
         for i, v in enumerate(values):
             label = f"{name}_{i}" if kind == inspect.Parameter.VAR_POSITIONAL else name
             if not isinstance(v, torch.Tensor):
-                raise InvalidInputError(f"example input {label!r} is a {type(v).__name__}, not a torch.Tensor. "
-                                        "Remedy: pass tensors only; make other arguments attributes of the model")
+                raise InvalidInputError(f"example input {label!r} is a {type(v).__name__}, not a torch.Tensor",
+                                        remedy="pass tensors only; make other arguments attributes of the model")
             names.append(label)
     return names
 

@@ -217,8 +217,9 @@ def _deserialize(engine: Engine, device: torch.device, allow_engine_host_code: b
         load_plugins(api, plan_from_metadata(metadata))
     except LibraryNotFoundError as exc:
         raise EngineCompatibilityError(failure(
-            f"the engine needs plugins {list(metadata.plugins)} from the C++ plugin library, which is not available "
-            f"here ({exc})", "libtorchtrt_ext_plugins.so built for this TensorRT",
+            f"the engine needs plugins {list(metadata.plugins)}, which cannot be loaded here ({exc})",
+            "libtorchtrt_ext_plugins.so built for this TensorRT (and, for ops bound to TensorRT's own plugins, a "
+            "TensorRT that registers them)",
             "build it (pip install -e .), or rebuild the engine with embed_plugins=True or plugins='decompose'"))
     with torch.cuda.device(device):
         runtime: trt_t.Runtime = create_runtime(api, metadata, allow_engine_host_code=allow_engine_host_code,

@@ -132,15 +132,15 @@ class TRTApi:
                 "(pip install -e .)"))
         _LOADED_LIBRARIES.add(key)
 
-    @property
-    def has_tensorrt_plugins(self) -> bool:
-        """Whether TensorRT's own plugin library (libnvinfer_plugin: EfficientNMS_TRT, ...) can be registered."""
-        return not self.is_rtx and hasattr(self.trt, "init_libnvinfer_plugins")  # RTX imports no V2 plugins
-
-    def init_tensorrt_plugins(self) -> None:
-        """Register TensorRT's own plugin creators (namespace "") in the plugin registry."""
-        if not self.trt.init_libnvinfer_plugins(self.make_logger(), ""):
-            raise RuntimeError("init_libnvinfer_plugins returned False")
+    def tensorrt_plugin_creator(self, name: str, version: str, namespace: str) -> Any:
+        """The creator TensorRT's own plugin library (libnvinfer_plugin: EfficientNMS_TRT, ...) registers as
+        (name, version, namespace), or None: where plugins are refused, where that library is missing, or where it
+        has no such plugin (TensorRT-RTX registers a few creators, not NVIDIA's plugin set)."""
+        if not hasattr(self.trt, "init_libnvinfer_plugins"):
+            return None
+        if not _tensorrt_plugins_registered(self):
+            return None
+        return self.trt.get_plugin_registry().get_creator(name, version, namespace)
 
     def make_logger(self, records: list[tuple[str, str]] | None = None) -> trt_t.ILogger:
         """An ILogger forwarding TensorRT messages to Python logging ("torchtrt_ext.backend").
@@ -159,6 +159,15 @@ class TRTApi:
         """A TensorRT Dims from a shape tuple."""
         dims: trt_t.Dims = self.trt.Dims(list(shape))
         return dims
+
+
+@functools.lru_cache(maxsize=None)
+def _tensorrt_plugins_registered(api: TRTApi) -> bool:
+    """Register TensorRT's own plugin creators (namespace "") once per process; False when TensorRT refuses."""
+    registered = bool(api.trt.init_libnvinfer_plugins(api.make_logger(), ""))
+    if not registered:
+        log.warning("%s %s: init_libnvinfer_plugins failed; its plugins are not available", api.name, api.version)
+    return registered
 
 
 def _make_logger(trt: Any, records: list[tuple[str, str]] | None) -> Any:

@@ -6,7 +6,7 @@ The steps compose, each a small function (in the manner of Polygraphy's loaders)
    work), the profiles and the settings: everything the engine cache keys on, cheap;
 2. ``graph_for_build``: precision transform -> decompose / complete inputs as planned;
 3. ``network_from_onnx``: load the planned plugins and parse (the doctor reuses this step);
-4. ``configure``: workspace, precision flags, profiles, timing cache, progress, embedded plugins;
+4. ``configure``: workspace, CUDA-graph capture flags, profiles, timing cache, progress, embedded plugins;
 5. ``engine_from_network``: build and serialize; ``build_from_plan`` chains 2-5 into an ``Engine`` with metadata.
 
 Caching is a separate step (``torchtrt_ext.cache.cached_build_engine``, on the same ``BuildPlan``), so
@@ -170,13 +170,14 @@ def _engine_of(build: BuildPlan, *, timing_cache: str | os.PathLike[str] | None,
                output_tree: dict[str, Any] | None) -> Engine:
     api, plan = build.api, build.plan
     typed = graph_for_build(build)
-    try:
-        plan_bytes, inputs, outputs = _steps_3_to_5(build, typed, timing_cache=timing_cache, progress=progress)
-    except BuildError as exc:
-        # Free the builder, network and parser now: a traceback kept by the caller would free them later, possibly
-        # inside another build's logger callback, where TensorRT-RTX's destructor waits on a lock that build holds.
-        traceback.clear_frames(exc.__traceback__)
-        raise
+    records: list[tuple[str, str]] = []
+    logger = api.make_logger(records)
+    builder, network = network_from_onnx(api, typed.model, plan, logger, records)
+    config = configure(api, builder, network, build.profiles, plan, workspace=build.workspace,
+                       timing_cache=timing_cache, progress=progress, embed=build.embed_plugins)
+    plan_bytes = engine_from_network(api, builder, network, config, records, timing_cache=timing_cache)
+    inputs = tuple(_info(network.get_input(i)) for i in range(network.num_inputs))
+    outputs = tuple(_info(network.get_output(i)) for i in range(network.num_outputs))
     gpu_name, cc = current_gpu()
     from torchtrt_ext import __version__ as ours
     metadata = EngineMetadata(
@@ -185,21 +186,6 @@ def _engine_of(build: BuildPlan, *, timing_cache: str | os.PathLike[str] | None,
         plugin_mode=plan.mode, plugin_ops=plan.ops, plugin_library_sha256=plan.library_sha256,
         plugins_embedded=build.embed_plugins, output_tree=output_tree, torchtrt_ext_version=ours)
     return Engine(plan_bytes, metadata)
-
-
-def _steps_3_to_5(build: BuildPlan, typed: PrecisionResult, *, timing_cache: str | os.PathLike[str] | None,
-                  progress: bool) -> tuple[bytes, tuple[TensorInfo, ...], tuple[TensorInfo, ...]]:
-    """Parse, configure and build: the serialized plan with the network's inputs and outputs."""
-    api, plan = build.api, build.plan
-    records: list[tuple[str, str]] = []
-    logger = api.make_logger(records)
-    builder, network = network_from_onnx(api, typed.model, plan, logger, records)
-    config = configure(api, builder, network, typed, build.profiles, plan, workspace=build.workspace,
-                       timing_cache=timing_cache, progress=progress, embed=build.embed_plugins)
-    plan_bytes = engine_from_network(api, builder, network, config, records, timing_cache=timing_cache)
-    inputs = tuple(_info(network.get_input(i)) for i in range(network.num_inputs))
-    outputs = tuple(_info(network.get_output(i)) for i in range(network.num_outputs))
-    return plan_bytes, inputs, outputs
 
 
 def build_engine(onnx_model_or_path: OnnxSource, *, backend: str = "tensorrt", precision: str = "fp32",
@@ -280,11 +266,11 @@ def network_from_onnx(api: TRTApi, model: onnx.ModelProto, plan: PluginPlan, log
                          remedy=remedy, nodes=tuple(errors))
 
 
-def configure(api: TRTApi, builder: trt_t.Builder, network: trt_t.INetworkDefinition, typed: PrecisionResult,
-              profiles: Sequence[Profile], plan: PluginPlan, *, workspace: int | None,
-              timing_cache: str | os.PathLike[str] | None, progress: bool, embed: bool) -> trt_t.IBuilderConfig:
-    """Step 4: the builder config: workspace, weak-typing precision flags (TensorRT 10.x), profiles, timing cache,
-    progress monitor, the plugin library to embed."""
+def configure(api: TRTApi, builder: trt_t.Builder, network: trt_t.INetworkDefinition, profiles: Sequence[Profile],
+              plan: PluginPlan, *, workspace: int | None, timing_cache: str | os.PathLike[str] | None, progress: bool,
+              embed: bool) -> trt_t.IBuilderConfig:
+    """Step 4: the builder config: workspace, the flags that let the engine be captured in CUDA graphs, profiles,
+    timing cache, progress monitor, the plugin library to embed."""
     trt = api.trt
     config: trt_t.IBuilderConfig = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace or default_workspace())

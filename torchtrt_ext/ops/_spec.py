@@ -28,7 +28,13 @@ import onnx
 import torch
 from onnx import helper
 
-from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError, LibraryNotFoundError, OpDefinitionError
+from torchtrt_ext.errors import (
+    InvalidAttributeError,
+    InvalidInputError,
+    LibraryNotFoundError,
+    OpDefinitionError,
+    UnknownOpError,
+)
 
 DOMAIN = "torchtrt_ext"
 DOMAIN_VERSION = 1
@@ -489,7 +495,7 @@ class CustomOp:
                 raise InvalidInputError(f"{spec.name}: input {name!r} must be a torch.Tensor, got {type(t).__name__}")
             if t.dtype not in spec.dtypes:
                 raise InvalidInputError(f"{spec.name}: input {name!r} has dtype {t.dtype}; allowed: "
-                                        f"{[str(d) for d in spec.dtypes]}. Remedy: cast it, e.g. x.float()")
+                                        f"{[str(d) for d in spec.dtypes]}", remedy="cast it, e.g. x.float()")
         attrs = spec.validate_attrs(attrs)
         if spec.prepare is not None:
             present = [t for t in tensors if t is not None]
@@ -528,11 +534,11 @@ def registered_ops() -> dict[str, CustomOp]:
 
 
 def get_op(op_type: str) -> CustomOp:
-    """The defined op whose ONNX op_type is ``op_type``; raises KeyError with the remedy."""
+    """The defined op whose ONNX op_type is ``op_type``; raises UnknownOpError (a KeyError) with the remedy."""
     ops = registered_ops()
     if op_type not in ops:
-        raise KeyError(f"no torchtrt_ext op {op_type!r} is defined in this process (known: {sorted(ops)}). "
-                       "Remedy: import the module that defines it (define_op) before exporting or decomposing")
+        raise UnknownOpError(f"no torchtrt_ext op {op_type!r} is defined in this process (known: {sorted(ops)})",
+                             remedy="import the module that defines it (define_op) before exporting or decomposing")
     return ops[op_type]
 
 
