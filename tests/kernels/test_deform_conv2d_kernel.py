@@ -10,10 +10,9 @@ import warnings
 import pytest
 import torch
 
-from torchtrt_ext.errors import LibraryNotFoundError
 from torchtrt_ext.ops import deform_conv2d
 from torchtrt_ext.ops.deform_conv2d import sample_columns, torch_deform_conv2d
-from tests.helpers import rel_err
+from tests.helpers import kernels_library_or_skip, rel_err
 from tests.ops.test_deform_conv2d import to_kernel_layout
 
 pytestmark = pytest.mark.gpu
@@ -60,12 +59,7 @@ def _torchvision_f64(t: dict, dtype: torch.dtype) -> torch.Tensor:
 
 
 def _kernel_library() -> None:
-    from torchtrt_ext import _native
-
-    try:
-        _native.kernels_library()
-    except LibraryNotFoundError as exc:
-        pytest.skip(f"kernels library not built: {exc}")
+    kernels_library_or_skip()
 
 
 @pytest.mark.parametrize("dtype,fp32_gemm", [(torch.float32, "3xtf32"), (torch.float32, "sgemm"),

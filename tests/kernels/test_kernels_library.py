@@ -11,6 +11,7 @@ import subprocess
 import pytest
 import torch
 
+from tests.helpers import kernels_library_or_skip
 from torchtrt_ext import _native
 from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, TorchTRTExtError
 
@@ -19,18 +20,12 @@ CUDA_ERROR_INVALID_VALUE = 1
 
 
 def _library_path() -> str:
-    try:
-        return str(_native.kernels_library_path())
-    except LibraryNotFoundError as exc:
-        pytest.skip(f"kernels library not built: {exc}")
+    kernels_library_or_skip()
+    return str(_native.kernels_library_path())
 
 
 def _library() -> ctypes.CDLL:
-    _library_path()
-    try:
-        return _native.kernels_library()
-    except LibraryNotFoundError as exc:
-        pytest.skip(f"kernels library does not load here: {exc}")
+    return kernels_library_or_skip()
 
 
 def _dynamic_symbols(path: str) -> dict[str, str]:
