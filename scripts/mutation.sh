@@ -20,7 +20,7 @@ preset() {  # name -> "source glob|test paths"
         ops)       echo "torchtrt_ext/ops/l2norm.py|tests/ops/test_l2norm.py" ;;
         spec)      echo "torchtrt_ext/ops/_spec.py|tests/ops" ;;
         deform)    echo "torchtrt_ext/ops/deform_conv2d.py|tests/ops/test_deform_conv2d.py" ;;
-        fusion)    echo "torchtrt_ext/passes/fuse_l2norm.py|tests/passes/test_fuse_l2norm.py" ;;
+        fusion)    echo "torchtrt_ext/passes/fuse_l2norm.py|tests/passes/test_fuse_l2norm_graphs.py" ;;
         decompose) echo "torchtrt_ext/passes/decompose.py|tests/passes/test_decompose.py" ;;
         cache)     echo "torchtrt_ext/cache.py|tests/backend/test_cache.py tests/backend/test_host_code.py" ;;
         profiles)  echo "torchtrt_ext/backend/profiles.py|tests/backend/test_profiles.py" ;;
