@@ -254,3 +254,41 @@ def test_the_report_names_what_was_fused() -> None:
     assert (only.axis, only.eps, only.spelling) == (1, 0.25, "ReduceL2 -> Max -> Div")
     assert report.summary().startswith(f"fused 1 L2 normalizations: {only.name} (ReduceL2 -> Max -> Div, axis=1")
     assert math.isclose(only.eps, 0.25) and out.graph.node[0].output[0] == "y"
+
+
+@pytest.mark.parametrize("head, tail, fuses", [((0, 1), [6, 5], True), ((0, 1), [6, 4], False),
+                                               ((1, 3), [1], False), ((0, 2), [5], True)])
+def test_expand_to_a_concat_of_xs_own_dims(head: tuple[int, int], tail: list[int], fuses: bool) -> None:
+    """The dynamo exporter's target: Concat(Shape(x)[a:b], constants), proven equal to x's shape dim by dim."""
+    reduce, axes_init = reduce_l2([1])
+    nodes = [reduce, helper.make_node("Shape", ["x"], ["head"], start=head[0], end=head[1]),
+             helper.make_node("Concat", ["head", "tail"], ["t"], axis=0),
+             helper.make_node("Expand", ["n", "t"], ["e"]), helper.make_node("Div", ["x", "e"], ["y"])]
+    graph = model(nodes, inits=(axes_init, const("tail", tail, np.int64)))
+    if fuses:
+        assert fused(graph) == (NO_CLAMP_EPS, 1)
+    else:
+        assert "expands to a shape not proven equal to 'x'" in unfused(graph)
+
+
+def test_operand_order_does_not_matter_where_the_op_commutes() -> None:
+    def build(add: list[str], mul: list[str]) -> onnx.ModelProto:
+        nodes = [helper.make_node("Mul", ["x", "x"], ["sq"]),
+                 helper.make_node("ReduceSum", ["sq", "axes"], ["s"], keepdims=1),
+                 helper.make_node("Add", add, ["sz"]), helper.make_node("Sqrt", ["sz"], ["n"]),
+                 helper.make_node("Reciprocal", ["n"], ["r"]), helper.make_node("Mul", mul, ["y"])]
+        return model(nodes, inits=(const("axes", [1], np.int64), const("zero", 0.0)))
+
+    for add in (["s", "zero"], ["zero", "s"]):
+        for mul in (["x", "r"], ["r", "x"]):
+            assert fused(build(add, mul)) == (NO_CLAMP_EPS, 1), (add, mul)
+
+
+def test_a_root_or_reciprocal_used_elsewhere_stays() -> None:
+    nodes = [helper.make_node("ReduceSumSquare", ["x", "axes"], ["s"], keepdims=1),
+             helper.make_node("Sqrt", ["s"], ["n"]), helper.make_node("Reciprocal", ["n"], ["r"]),
+             helper.make_node("Mul", ["x", "r"], ["y"])]
+    inits = (const("axes", [1], np.int64),)
+    assert "'s' is also used by Neg" in unfused(model([*nodes, helper.make_node("Neg", ["s"], ["z"])], inits=inits,
+                                                       outputs=("y", "z")))
+    assert "'r' is also a graph output" in unfused(model(nodes, inits=inits, outputs=("y", "r")))
