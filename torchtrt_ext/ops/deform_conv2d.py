@@ -17,20 +17,22 @@ W_out]``. Optional inputs come last (``_spec`` requires it); when a mask is give
 function passes a zero bias, so a node never has a hole in its inputs.
 
 Eager math: torchvision's op when torchvision imports, else the PyTorch implementation here (gather-based,
-FP32). On CUDA tensors the kernel of csrc/kernels/deform_conv2d.cu samples the columns and cuBLAS (through
-torch.matmul) does the GEMM. The decomposition into standard ONNX ops is gather-based with explicit corner masks.
+FP32). On CUDA tensors the launcher of csrc/kernels/deform_conv2d.cu runs the whole op (sampling, tensor-core GEMM,
+bias), the same code the TensorRT plugins run. The decomposition into standard ONNX ops is gather-based with explicit corner masks.
 """
 from __future__ import annotations
 
 import functools
+import math
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
 from torchtrt_ext.errors import InvalidInputError
-from torchtrt_ext.ops._spec import Attr, Decomposer, OpSpec, define_op
+from torchtrt_ext.ops._spec import Attr, Buffer, Decomposer, OpSpec, define_op
 
 _NAME = "DeformConv2d"
 
@@ -127,16 +129,17 @@ def _eager(input: torch.Tensor, offset: torch.Tensor, weight: torch.Tensor, bias
 def _cuda(input: torch.Tensor, offset: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
           mask: torch.Tensor | None, stride: tuple, padding: tuple, dilation: tuple, groups: int,
           offset_groups: int) -> torch.Tensor:
-    from torchtrt_ext.ops._deform_conv2d_cuda import deform_conv2d_cuda
+    from torchtrt_ext.ops._deform_conv2d_full import deform_conv2d_full
 
-    return deform_conv2d_cuda(input, offset, weight, bias, mask, stride, padding, dilation, groups, offset_groups)
+    return deform_conv2d_full(input, offset, weight, bias, mask, stride, padding, dilation, groups, offset_groups)
 
 
 # ------------------------------------------------------------------------------------------ shapes and checks
 def output_size(h: Any, w: Any, kernel: tuple[Any, Any], stride: tuple, padding: tuple, dilation: tuple) -> tuple:
-    """(H_out, W_out) of the convolution; arithmetic only, so the dims may be symbolic."""
-    ho = (h + 2 * padding[0] - dilation[0] * (kernel[0] - 1) - 1) // stride[0] + 1
-    wo = (w + 2 * padding[1] - dilation[1] * (kernel[1] - 1) - 1) // stride[1] + 1
+    """(H_out, W_out) of the convolution; arithmetic only, so the dims may be symbolic. A symbolic dim is always the
+    left operand: tensorrt.plugin's ShapeExpr has ``+ - * //`` but no reflected operators (``2 * dim`` fails)."""
+    ho = (h + 2 * padding[0] - (kernel[0] - 1) * dilation[0] - 1) // stride[0] + 1
+    wo = (w + 2 * padding[1] - (kernel[1] - 1) * dilation[1] - 1) // stride[1] + 1
     return ho, wo
 
 
@@ -190,9 +193,8 @@ def _prepare(shapes: list[tuple], dtypes: list[torch.dtype], stride: tuple, padd
         raise _bad("input", f"of spatial size {h}x{w} gives an empty output ({ho}x{wo}) for kernel {kh}x{kw}, "
                    f"stride {list(stride)}, padding {list(padding)}, dilation {list(dilation)}",
                    "an output of at least 1x1", "pad the input or use a smaller kernel/dilation")
-    expected = {"offset": 2 * offset_groups * k, "mask": offset_groups * k}
     for name, shape in zip(names, shapes):
-        if name in expected:
+        if name in ("offset", "mask"):
             if _known(shape[0], n) and shape[0] != n:
                 raise _bad(name, f"has batch {shape[0]}", f"the batch of 'input' ({n})", "pass one per image")
             if _known(shape[2], shape[3], ho, wo) and (shape[2], shape[3]) != (ho, wo):
@@ -297,6 +299,28 @@ def _decompose(d: Decomposer, inputs: list[str], outputs: list[str], stride: tup
     d.op("CastLike", out, x_in, out=outputs[0])
 
 
+# ----------------------------------------------------------------------------------------------- the launcher
+def _launch(inputs: Sequence[Buffer | None], outputs: Sequence[Buffer], stream: int, *, stride: tuple,
+            padding: tuple, dilation: tuple, groups: int, offset_groups: int) -> None:
+    """The full-op launcher (sampling + our GEMM) on raw buffers (the Python plugin's kernel call), with a workspace
+    allocated here (torch's caching allocator, recorded on ``stream`` so it is not reused before the kernels finish)."""
+    from torchtrt_ext.ops._deform_conv2d_full import launch, workspace_size
+
+    x, offset, weight, bias, mask = (list(inputs) + [None, None])[:5]
+    assert x is not None and offset is not None and weight is not None  # required inputs
+    y = outputs[0]
+    if math.prod(y.shape) == 0:
+        return
+    conv = (stride, padding, dilation, groups, offset_groups)
+    nbytes = workspace_size(x.shape, weight.shape, *conv, x.dtype)
+    device = torch.device("cuda", torch.cuda.current_device())
+    workspace = torch.empty(max(1, nbytes), dtype=torch.uint8, device=device)
+    workspace.record_stream(torch.cuda.ExternalStream(stream, device=device))
+    launch(x.dtype, x.ptr, offset.ptr, weight.ptr, None if bias is None else bias.ptr,
+           None if mask is None else mask.ptr, y.ptr, workspace.data_ptr(), nbytes, x.shape, weight.shape, *conv,
+           stream, f"the {_NAME} launcher")
+
+
 # ------------------------------------------------------------------------------------------------------- the op
 SPEC = OpSpec(
     name=_NAME,
@@ -318,6 +342,7 @@ SPEC = OpSpec(
     decompose=_decompose,
     prepare=_prepare,
     cuda=_cuda,
+    launch=_launch,
     optional_inputs=("bias", "mask"),
     doc="modulated deformable convolution (DCNv2), torchvision.ops.deform_conv2d semantics",
 )
