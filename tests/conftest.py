@@ -1,8 +1,11 @@
-"""Shared test configuration: markers that skip, with the reason, where the machine lacks a GPU or TensorRT."""
+"""Shared test configuration: markers that skip, with the reason, where the machine lacks a GPU or TensorRT, and the
+seeded random state every test starts from."""
 from __future__ import annotations
 
 import functools
 import importlib.util
+import random
+import zlib
 from pathlib import Path
 from types import ModuleType
 
@@ -52,6 +55,20 @@ def _trt_headers_reason() -> str | None:
     found, looked = trt_include_dir()
     return None if found else ("TensorRT headers (NvInfer.h) not found in " + ", ".join(looked)
                                + "; set TORCHTRT_EXT_TRT_INCLUDE to the folder holding NvInfer.h")
+
+
+@pytest.fixture(autouse=True)
+def seeded(request: pytest.FixtureRequest) -> int:
+    """Seed Python's, NumPy's and torch's (CPU and CUDA) random generators from the test's id before every test, so
+    each test draws its own data and a failure reproduces run after run. Returns the seed."""
+    import numpy as np
+    import torch
+
+    seed = zlib.crc32(request.node.nodeid.encode())
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    return seed
 
 
 @pytest.fixture(scope="session")

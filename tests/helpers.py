@@ -1,6 +1,8 @@
 """Test helpers shared by several test files: running ONNX models with onnxruntime and counting nodes."""
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 import onnx
 import pytest
@@ -36,3 +38,18 @@ def single_custom_node(model: onnx.ModelProto) -> onnx.NodeProto:
 def node_attrs(node: onnx.NodeProto) -> dict:
     """A node's attributes as Python values."""
     return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+def kernels_library_or_skip() -> ctypes.CDLL:
+    """libtorchtrt_ext_kernels.so, loaded. Where torch sees a CUDA GPU, a missing or unloadable library FAILS the test:
+    a broken build must not hide behind skips there. Elsewhere (no nvcc, no CUDA runtime) the test skips with why."""
+    from torchtrt_ext import _native
+    from torchtrt_ext.errors import LibraryNotFoundError
+
+    try:
+        return _native.kernels_library()
+    except LibraryNotFoundError as exc:
+        if torch.cuda.is_available():
+            pytest.fail(f"a CUDA GPU is present but the kernels library is missing or does not load: {exc}",
+                        pytrace=False)
+        pytest.skip(f"kernels library not built or not loadable here: {exc}")

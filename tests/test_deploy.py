@@ -3,13 +3,12 @@ Runtime TensorRT-EP command lines, and the trt.plugins rewrite.
 
 The config.pbtxt is parsed with ``inference.ModelConfig`` from tritonclient (``tritonclient/grpc/model_config_pb2.py``,
 loaded from its file so grpcio is not needed; ``pip install tritonclient``); those tests skip with that hint where
-tritonclient is missing. A Triton server is not installable from PyPI, so serving for real is skipped with the reason.
+tritonclient is missing. A Triton server is not installable from PyPI, so no test serves a repository for real.
 """
 from __future__ import annotations
 
 import importlib.util
 import logging
-import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -325,8 +324,3 @@ def test_real_engine_repository_parses_and_matches(tmp_path: Path, rtx_engine: E
     with pytest.raises(InvalidInputError, match="outside the engine's profiles"):
         deploy.triton_config(rtx_engine, "head", max_batch_size=9)
 
-
-def test_serving_with_a_triton_server() -> None:
-    if shutil.which("tritonserver") is None:
-        pytest.skip("no tritonserver here: Triton Inference Server ships as the NGC container / a source build, not "
-                    "on PyPI, so a repository cannot be served for real on this machine")

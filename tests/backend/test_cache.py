@@ -1,6 +1,7 @@
 """Engine cache: hits without building, corrupted files rebuilt, mismatched machines reported, concurrent builders."""
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import subprocess
@@ -166,3 +167,96 @@ def test_unwritable_cache_folder_still_builds(rtx: str, conv_onnx: onnx.ModelPro
 def test_cache_module_builds_through_the_builder_module() -> None:
     """The cache calls builder.build_engine through the module, so tests and tools can intercept the builder."""
     assert engine_cache._builder is builder_module
+
+
+# ------------------------------------------------------------------------------------------- what the key covers
+@pytest.fixture(scope="module")
+def real_engine(rtx: str, conv_onnx: onnx.ModelProto) -> Engine:
+    return builder_module.build_engine(conv_onnx, backend=rtx, progress=False)
+
+
+@pytest.fixture
+def builds(real_engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
+    """A stand-in for the builder (the cache derives the keys, not the builder): it records each request and returns
+    the real RTX engine labelled with what was asked (model digest, precision, this machine's GPU)."""
+    calls: list[dict[str, object]] = []
+
+    def stand_in(build: builder_module.BuildPlan, *, output_tree: object = None, **options: object) -> Engine:
+        digest = hashlib.sha256(build.model.SerializeToString()).hexdigest()
+        calls.append({"model": digest, "precision": build.precision, "output_tree": output_tree, **build.settings})
+        gpu_name, cc = builder_module.current_gpu()
+        return real_engine.with_metadata(build={**real_engine.metadata.build, "precision": build.precision,
+                                                "model": digest}, gpu_name=gpu_name, compute_capability=cc)
+
+    monkeypatch.setattr(builder_module, "build_from_plan", stand_in)
+    return calls
+
+
+KEY_SETTINGS = {"precision": "fp16", "workspace": 1 << 20, "max_batch": 8, "output_tree": {"type": "tensor", "index": 0},
+                "profiles": {"x": ((1, 3, 8, 8), (2, 3, 8, 8), (4, 3, 8, 8))}}
+
+
+def test_every_build_setting_is_part_of_the_key(rtx: str, conv_onnx: onnx.ModelProto, isolated_cache: Path,
+                                                builds: list[dict[str, object]]) -> None:
+    base = cached_build_engine(conv_onnx, backend=rtx, progress=False)
+    for name, value in KEY_SETTINGS.items():
+        before = len(builds)
+        engine = cached_build_engine(conv_onnx, backend=rtx, progress=False, **{name: value})  # type: ignore[arg-type]
+        assert len(builds) == before + 1, f"{name}={value!r} was served the cached engine of the default settings"
+        assert builds[-1] != builds[0]  # the build asked for differs from the default one
+        again = cached_build_engine(conv_onnx, backend=rtx, progress=False, **{name: value})  # type: ignore[arg-type]
+        assert len(builds) == before + 1 and again.metadata_bytes == engine.metadata_bytes
+    assert len(builds) == 1 + len(KEY_SETTINGS) and len(_engines(isolated_cache)) == 1 + len(KEY_SETTINGS)
+    fp16 = cached_build_engine(conv_onnx, backend=rtx, progress=False, precision="fp16")
+    assert fp16.metadata.build["precision"] == "fp16" and base.metadata.build["precision"] == "fp32"
+    # options that do not change the engine do not change the key
+    cached_build_engine(conv_onnx, backend=rtx, progress=True, timing_cache=isolated_cache / "t.cache")
+    assert len(builds) == 1 + len(KEY_SETTINGS)
+
+
+def test_a_different_model_never_hits_another_models_entry(rtx: str, conv_onnx: onnx.ModelProto,
+                                                           isolated_cache: Path,
+                                                           builds: list[dict[str, object]]) -> None:
+    other = onnx.ModelProto()
+    other.CopyFrom(conv_onnx)
+    weights = other.graph.initializer[0]
+    values = onnx.numpy_helper.to_array(weights).copy()
+    values.flat[0] += 1.0  # one weight differs: same graph, same settings
+    weights.CopyFrom(onnx.numpy_helper.from_array(values, weights.name))
+    digest = {id(m): hashlib.sha256(m.SerializeToString()).hexdigest() for m in (conv_onnx, other)}
+    for model in (conv_onnx, other, conv_onnx, other):
+        assert cached_build_engine(model, backend=rtx, progress=False).metadata.build["model"] == digest[id(model)]
+    assert len(builds) == 2 and len(_engines(isolated_cache)) == 2
+
+
+def test_another_gpu_is_another_key(rtx: str, conv_onnx: onnx.ModelProto, isolated_cache: Path,
+                                    builds: list[dict[str, object]], monkeypatch: pytest.MonkeyPatch) -> None:
+    cached_build_engine(conv_onnx, backend=rtx, progress=False)
+    monkeypatch.setattr(builder_module, "current_gpu", lambda: ("NVIDIA H200", "9.0"))
+    on_gpu = cached_build_engine(conv_onnx, backend=rtx, progress=False)
+    assert len(builds) == 2 and on_gpu.metadata.compute_capability == "9.0"
+    monkeypatch.setattr(builder_module, "current_gpu", lambda: ("NVIDIA L40S", "8.9"))
+    cached_build_engine(conv_onnx, backend=rtx, progress=False)
+    assert len(builds) == 3 and len(_engines(isolated_cache)) == 3
+
+
+@pytest.mark.parametrize("field, value", [("backend", "tensorrt"), ("trt_version", "10.13.0"),
+                                          ("gpu_name", "NVIDIA L40S"), ("compute_capability", "8.9"),
+                                          ("plugin_sha256", "ab" * 32)])
+def test_every_machine_fact_is_part_of_the_key(conv_onnx: onnx.ModelProto, field: str, value: str) -> None:
+    machine = {"backend": "tensorrt_rtx", "trt_version": "1.7.1", "gpu_name": "NVIDIA H200",
+               "compute_capability": "9.0", "plugin_sha256": None}
+    base = engine_cache.cache_keys(conv_onnx, {"precision": "fp32"}, engine_cache.machine_fingerprint(**machine))
+    changed = engine_cache.cache_keys(conv_onnx, {"precision": "fp32"},
+                                      engine_cache.machine_fingerprint(**{**machine, field: value}))
+    assert changed[0] == base[0] and changed[1] != base[1]
+
+
+def test_the_torchtrt_ext_version_is_part_of_the_model_key(conv_onnx: onnx.ModelProto,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import torchtrt_ext
+
+    machine = engine_cache.machine_fingerprint("tensorrt_rtx", "1.7.1", None, None, None)
+    before = engine_cache.cache_keys(conv_onnx, {}, machine)
+    monkeypatch.setattr(torchtrt_ext, "__version__", "9.9.9")
+    assert engine_cache.cache_keys(conv_onnx, {}, machine)[0] != before[0]

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import torch
 
-from tests.helpers import rel_err
+from tests.helpers import kernels_library_or_skip, rel_err
 from torchtrt_ext import _native
 from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError
 from torchtrt_ext.ops.deform_conv2d import columns_to_output, sample_columns
@@ -49,11 +49,7 @@ CASES = {
 
 
 def _library() -> ctypes.CDLL:
-    try:
-        _native.kernels_library_path()
-        return _native.kernels_library()
-    except LibraryNotFoundError as exc:
-        pytest.skip(f"kernels library not built or not loadable: {exc}")
+    return kernels_library_or_skip()
 
 
 def _workspace_size(desc: Any) -> int:

@@ -12,10 +12,9 @@ import warnings
 import pytest
 import torch
 
-from torchtrt_ext.errors import LibraryNotFoundError
 from torchtrt_ext.ops import deform_conv2d
 from torchtrt_ext.ops.deform_conv2d import torch_deform_conv2d
-from tests.helpers import rel_err
+from tests.helpers import kernels_library_or_skip, rel_err
 
 pytestmark = pytest.mark.gpu
 
@@ -61,12 +60,7 @@ def _torchvision_f64(t: dict, dtype: torch.dtype) -> torch.Tensor:
 
 
 def _kernel_library() -> None:
-    from torchtrt_ext import _native
-
-    try:
-        _native.kernels_library()
-    except LibraryNotFoundError as exc:
-        pytest.skip(f"kernels library not built: {exc}")
+    kernels_library_or_skip()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)

@@ -11,6 +11,7 @@ import subprocess
 import pytest
 import torch
 
+from tests.helpers import kernels_library_or_skip
 from torchtrt_ext import _native
 from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, TorchTRTExtError
 
@@ -19,18 +20,12 @@ CUDA_ERROR_INVALID_VALUE = 1
 
 
 def _library_path() -> str:
-    try:
-        return str(_native.kernels_library_path())
-    except LibraryNotFoundError as exc:
-        pytest.skip(f"kernels library not built: {exc}")
+    kernels_library_or_skip()
+    return str(_native.kernels_library_path())
 
 
 def _library() -> ctypes.CDLL:
-    _library_path()
-    try:
-        return _native.kernels_library()
-    except LibraryNotFoundError as exc:
-        pytest.skip(f"kernels library does not load here: {exc}")
+    return kernels_library_or_skip()
 
 
 def _dynamic_symbols(path: str) -> dict[str, str]:
@@ -100,3 +95,17 @@ def test_eager_path_rejects_cpu_tensors_with_a_remedy() -> None:
 
     with pytest.raises(InvalidInputError, match="a float32, float16 or bfloat16 CUDA tensor.*Remedy: use torchtrt_ext"):
         l2norm_cuda(torch.ones(2, 3), 1, 1e-6)
+
+
+def test_a_missing_library_fails_where_a_gpu_is_present(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the GPU tests get from kernels_library_or_skip: a failure on a CUDA machine, a skip elsewhere."""
+    def missing() -> ctypes.CDLL:
+        raise LibraryNotFoundError("libtorchtrt_ext_kernels.so not found in torchtrt_ext/lib")
+
+    monkeypatch.setattr(_native, "kernels_library", missing)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    with pytest.raises(pytest.fail.Exception, match="a CUDA GPU is present but the kernels library is missing"):
+        kernels_library_or_skip()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(pytest.skip.Exception, match="kernels library not built or not loadable here"):
+        kernels_library_or_skip()

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from torchtrt_ext.errors import LibraryNotFoundError
+from tests.helpers import kernels_library_or_skip
+from torchtrt_ext import ops
 
 pytestmark = pytest.mark.gpu
 
@@ -72,12 +73,9 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def l2norm_cuda():
-    from torchtrt_ext.ops._l2norm_cuda import _launcher, l2norm_cuda
+    from torchtrt_ext.ops._l2norm_cuda import l2norm_cuda
 
-    try:
-        _launcher(torch.float32)
-    except LibraryNotFoundError as exc:
-        pytest.skip(f"kernels library not available: {exc}")
+    kernels_library_or_skip()
     return l2norm_cuda
 
 
@@ -197,9 +195,6 @@ def test_output_does_not_fit_is_rejected(l2norm_cuda) -> None:
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).split(".")[-1])
 def test_public_op_uses_the_kernel_on_cuda(l2norm_cuda, dtype) -> None:
-    ops = pytest.importorskip("torchtrt_ext.ops")
-    if not hasattr(ops, "l2norm"):
-        pytest.skip("torchtrt_ext.ops.l2norm not defined yet")
     x = torch.randn(2, 48, 10, 12, device="cuda", dtype=dtype)
     for dim in (1, -1):
         ours = l2norm_cuda(x, dim % x.dim(), EPS)
@@ -209,9 +204,6 @@ def test_public_op_uses_the_kernel_on_cuda(l2norm_cuda, dtype) -> None:
 
 
 def test_public_op_gradient_on_cuda(l2norm_cuda) -> None:
-    ops = pytest.importorskip("torchtrt_ext.ops")
-    if not hasattr(ops, "l2norm"):
-        pytest.skip("torchtrt_ext.ops.l2norm not defined yet")
     x = torch.randn(2, 16, 5, 5, device="cuda", requires_grad=True)
     g = torch.randn(2, 16, 5, 5, device="cuda")
     (ops.l2norm(x, dim=1) * g).sum().backward()

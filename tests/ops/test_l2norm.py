@@ -152,3 +152,35 @@ def test_cuda_call_paths_agree() -> None:
     assert torch.equal(direct, through_autograd.detach())
     assert torch.allclose(compiled, direct, atol=1e-6)
     assert rel_err(direct.cpu(), F.normalize(x.cpu().double(), dim=1, eps=1e-6)) < 1e-6
+
+
+def _rows_around_eps(eps: float) -> torch.Tensor:
+    """Rows along dim 1 whose norms lie below, at and above ``eps``: 0, eps/10, eps/2, eps, 3 eps, 10 eps."""
+    direction = torch.nn.functional.normalize(torch.randn(6, 5, 3, dtype=torch.float64), dim=1)
+    norms = torch.tensor([0.0, 0.1, 0.5, 1.0, 3.0, 10.0], dtype=torch.float64).view(6, 1, 1) * eps
+    return direction * norms
+
+
+@pytest.mark.parametrize("eps", [0.5, 2.0])
+def test_a_non_default_eps_clamps_small_norms(eps: float) -> None:
+    x = _rows_around_eps(eps)
+    norms = x.norm(dim=1, keepdim=True)
+    expected = x / norms.clamp_min(eps)  # below eps: divided by eps; at or above: by the norm itself
+    for got in (l2norm(x.float(), dim=1, eps=eps), torchtrt_ext.nn.L2Norm(dim=1, eps=eps)(x.float())):
+        torch.testing.assert_close(got.double(), expected, rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(expected, F.normalize(x, dim=1, eps=eps))
+    out_norms = l2norm(x.float(), dim=1, eps=eps).double().norm(dim=1)  # (row, column)
+    torch.testing.assert_close(out_norms[3:], torch.ones(3, 3, dtype=torch.float64), rtol=1e-6, atol=0)  # unit
+    torch.testing.assert_close(out_norms[:3], norms[:3, 0] / eps, rtol=1e-6, atol=1e-7)  # below eps: shrunk
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+def test_a_non_default_eps_survives_export_and_decomposition(exporter: str) -> None:
+    eps = 0.5
+    model = torch.nn.Sequential(torchtrt_ext.nn.L2Norm(dim=1, eps=eps)).eval()
+    onnx_model = torchtrt_ext.export_onnx(model, (torch.randn(6, 5, 3),), exporter=exporter)
+    assert node_attrs(single_custom_node(onnx_model))["eps"] == pytest.approx(eps)
+    x = _rows_around_eps(eps).float()
+    (got,) = run_onnx(torchtrt_ext.passes.decompose_custom_ops(onnx_model), {onnx_model.graph.input[0].name: x})
+    torch.testing.assert_close(torch.from_numpy(got).double(), F.normalize(x.double(), dim=1, eps=eps),
+                               rtol=1e-6, atol=1e-7)

@@ -1,12 +1,15 @@
-"""decompose_custom_ops on a model without a default-domain opset: a clear error naming the remedy."""
+"""decompose_custom_ops: the standard-op graph computes what the custom nodes did, with their attributes, and leaves
+everything else as it was; a model without a default-domain opset gets a clear error naming the remedy."""
 from __future__ import annotations
 
+import onnx
 import pytest
 from onnx import TensorProto as T
 from onnx import helper
 
 import torchtrt_ext.ops  # noqa: F401  (defines L2Norm)
-from torchtrt_ext.errors import InvalidInputError
+from tests.helpers import run_onnx
+from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError
 from torchtrt_ext.ops._spec import get_op
 from torchtrt_ext.passes import decompose_custom_ops
 from torchtrt_ext.passes.onnx_util import default_opset
@@ -32,6 +35,51 @@ def test_decompose_without_default_opset_names_the_remedy() -> None:
 def test_decompose_replaces_the_custom_node() -> None:
     out = decompose_custom_ops(_model([("", 17), ("torchtrt_ext", 1)]))
     assert out.graph.node and all(n.domain in ("", "ai.onnx") for n in out.graph.node)
+
+
+def _chain(opset: int, eps: float = 0.5, axis: int = 1) -> onnx.ModelProto:
+    """x -> Relu -> L2Norm(axis, eps) -> Neg -> L2Norm(axis=-1) -> y, with a second opset import to keep."""
+    spec = get_op("L2Norm").spec
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             spec.make_node(["r"], ["n"], name="first", axis=axis, eps=eps),
+             helper.make_node("Neg", ["n"], ["m"], name="neg"),
+             spec.make_node(["m"], ["y"], name="", axis=-1)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", T.FLOAT, [3, 4, 5])],
+                              [helper.make_tensor_value_info("y", T.FLOAT, [3, 4, 5])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid("torchtrt_ext", 1),
+                                                   helper.make_opsetid("com.example", 2)])
+
+
+@pytest.mark.parametrize("opset", [17, 18])  # ReduceL2 axes: an attribute before 18, an input from 18
+def test_the_decomposition_computes_the_op_with_its_attributes(opset: int) -> None:
+    import torch
+
+    original = _chain(opset)
+    out = decompose_custom_ops(original)
+    x = torch.randn(3, 4, 5)
+    x[0, :, 0] = 1e-3  # norms below eps=0.5 along axis 1
+    (got,) = run_onnx(out, {"x": x})
+    expected = -torch.nn.functional.normalize(torch.relu(x).double(), dim=1, eps=0.5)
+    expected = torch.nn.functional.normalize(expected, dim=-1, eps=1e-6)
+    torch.testing.assert_close(torch.from_numpy(got).double(), expected, rtol=1e-5, atol=1e-6)
+    # the other nodes stay, in order; the torchtrt_ext import goes, the others stay
+    ops = [n.op_type for n in out.graph.node]
+    assert ops[0] == "Relu" and "Neg" in ops and ops.index("Neg") > ops.index("ReduceL2")
+    assert [n.name for n in out.graph.node if n.op_type in ("Relu", "Neg")] == ["relu", "neg"]
+    assert {(e.domain, e.version) for e in out.opset_import} == {("", opset), ("com.example", 2)}
+    names = [n.name for n in out.graph.node if n.op_type not in ("Relu", "Neg")]
+    assert all(n.startswith("first") for n in names[:len(names) // 2]) and any(n.startswith("L2Norm_3") for n in names)
+    assert len(set(names)) == len(names)
+    assert original.graph.node[1].domain == "torchtrt_ext"  # the input model is left as it was
+
+
+def test_bad_attributes_in_a_custom_node_are_refused() -> None:
+    model = _chain(18)
+    for attribute in model.graph.node[1].attribute:
+        if attribute.name == "eps":
+            attribute.f = -1.0
+    with pytest.raises(InvalidAttributeError, match="eps=-1.0 is not allowed"):
+        decompose_custom_ops(model)
 
 
 def _if_model():
