@@ -8,6 +8,7 @@
 #include "plugins/common/logging.h"
 #include "plugins/common/plugin_base.h"
 #include "plugins/deform_conv2d/deform_conv2d_plugin.h"
+#include "plugins/efficient_nms/efficient_nms_plugin.h"
 #include "plugins/l2norm/l2norm_plugin.h"
 
 #include <deque>
@@ -20,6 +21,7 @@
 namespace
 {
 using torchtrt_ext::plugins::DeformConv2dPluginCreator;
+using torchtrt_ext::plugins::EfficientNmsPluginCreator;
 using torchtrt_ext::plugins::L2NormPluginCreator;
 
 //! One creator per op, all for one namespace; the list getCreators returns and registration walks.
@@ -28,7 +30,8 @@ struct Creators
     explicit Creators(char const* pluginNamespace)
         : l2norm(pluginNamespace)
         , deformConv2d(pluginNamespace)
-        , all{&l2norm, &deformConv2d}
+        , efficientNms(pluginNamespace)
+        , all{&l2norm, &deformConv2d, &efficientNms}
     {
     }
     Creators(Creators const&) = delete;
@@ -36,7 +39,8 @@ struct Creators
 
     L2NormPluginCreator l2norm;
     DeformConv2dPluginCreator deformConv2d;
-    nvinfer1::IPluginCreatorV3One* const all[2];
+    EfficientNmsPluginCreator efficientNms;
+    nvinfer1::IPluginCreatorV3One* const all[3];
 };
 
 //! Creators made for other namespaces by torchtrt_ext_register_plugins. A registry keeps only pointers, so they live
@@ -77,7 +81,9 @@ extern "C" TORCHTRT_EXT_PLUGIN_API nvinfer1::IPluginCreatorInterface* const* get
     {
         static L2NormPluginCreator sL2NormCreator{torchtrt_ext::plugins::kDEFAULT_NAMESPACE};
         static DeformConv2dPluginCreator sDeformConv2dCreator{torchtrt_ext::plugins::kDEFAULT_NAMESPACE};
-        static nvinfer1::IPluginCreatorInterface* const kCREATORS[] = {&sL2NormCreator, &sDeformConv2dCreator};
+        static EfficientNmsPluginCreator sEfficientNmsCreator{torchtrt_ext::plugins::kDEFAULT_NAMESPACE};
+        static nvinfer1::IPluginCreatorInterface* const kCREATORS[]
+            = {&sL2NormCreator, &sDeformConv2dCreator, &sEfficientNmsCreator};
         nbCreators = static_cast<int32_t>(sizeof(kCREATORS) / sizeof(kCREATORS[0]));
         return kCREATORS;
     }

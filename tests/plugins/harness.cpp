@@ -526,7 +526,7 @@ void checkRegistration(Checker& c, Library const& lib, TestLogger& logger)
         c.check(p != nullptr && core(p.get()) != nullptr && std::strcmp(core(p.get())->getPluginNamespace(), "my_models") == 0,
             "plugins made by that creator carry namespace my_models");
     }
-    c.check(lib.registerPlugins(&registry, "my_models") && registry.registerCalls == 2, // L2Norm and DeformConv2d
+    c.check(lib.registerPlugins(&registry, "my_models") && registry.registerCalls == 3, // L2Norm, DeformConv2d, EfficientNMS_TRT
         "registering the same namespace twice succeeds without a duplicate");
     c.check(lib.registerPlugins(&registry, nullptr) && registry.getCreator(kNAME, kVERSION, kNAMESPACE) != nullptr,
         "a null namespace registers under torchtrt_ext");

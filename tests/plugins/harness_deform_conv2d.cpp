@@ -193,7 +193,7 @@ void checkCreators(Checker& c, Library const& lib, IPluginCreatorV3One*& creator
 {
     int32_t n = -1;
     IPluginCreatorInterface* const* creators = lib.getCreators(n);
-    c.check(creators != nullptr && n == 2, "getCreators returns 2 creators (L2Norm, DeformConv2d)", "n=" + std::to_string(n));
+    c.check(creators != nullptr && n == 3, "getCreators returns 3 creators (L2Norm, DeformConv2d, EfficientNMS_TRT)", "n=" + std::to_string(n));
     c.check(findCreator(lib, "L2Norm") != nullptr, "getCreators still holds L2Norm 1 in namespace torchtrt_ext");
     creator = findCreator(lib, kNAME);
     c.check(creator != nullptr, "getCreators holds DeformConv2d version 1 in namespace torchtrt_ext (IPluginCreatorV3One)");
@@ -784,12 +784,12 @@ void checkRegistration(Checker& c, Library const& lib)
         return;
     }
     TestRegistry registry;
-    c.check(lib.registerPlugins(&registry, "dcn_models") && registry.registerCalls == 2,
-        "torchtrt_ext_register_plugins(registry, \"dcn_models\") registers both creators");
+    c.check(lib.registerPlugins(&registry, "dcn_models") && registry.registerCalls == 3,
+        "torchtrt_ext_register_plugins(registry, \"dcn_models\") registers every creator");
     auto* creator = TestRegistry::asV3(registry.getCreator(kNAME, kVERSION, "dcn_models"));
     c.check(creator != nullptr && std::strcmp(creator->getPluginNamespace(), "dcn_models") == 0,
         "the registry holds DeformConv2d 1 under namespace dcn_models");
-    c.check(lib.registerPlugins(&registry, "dcn_models") && registry.registerCalls == 2,
+    c.check(lib.registerPlugins(&registry, "dcn_models") && registry.registerCalls == 3,
         "registering the same namespace again adds no duplicate");
 }
 

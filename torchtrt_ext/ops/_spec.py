@@ -26,7 +26,13 @@ import onnx
 import torch
 from onnx import helper
 
-from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError, LibraryNotFoundError, OpDefinitionError
+from torchtrt_ext.errors import (
+    InvalidAttributeError,
+    InvalidInputError,
+    LibraryNotFoundError,
+    OpDefinitionError,
+    failure,
+)
 
 DOMAIN = "torchtrt_ext"
 DOMAIN_VERSION = 1
@@ -120,10 +126,15 @@ class Decomposer:
 
     def op(self, op_type: str, *inputs: str, out: str | None = None, **attrs: Any) -> str:
         """Append one single-output node and return its output name (``out`` when given)."""
-        output = out or self._fresh()
+        return self.op_outputs(op_type, *inputs, count=1, outs=None if out is None else [out], **attrs)[0]
+
+    def op_outputs(self, op_type: str, *inputs: str, count: int, outs: Sequence[str] | None = None,
+                   **attrs: Any) -> list[str]:
+        """Append one node with ``count`` outputs (named ``outs`` when given) and return their names."""
+        outputs = list(outs) if outs is not None else [self._fresh() for _ in range(count)]
         name = f"{self.prefix}/{op_type}{self._fresh().rsplit('/', 1)[1]}"
-        self.nodes.append(helper.make_node(op_type, list(inputs), [output], name=name, **attrs))
-        return output
+        self.nodes.append(helper.make_node(op_type, list(inputs), outputs, name=name, **attrs))
+        return outputs
 
     def const(self, value: Any, dtype: Any = np.float32) -> str:
         """A Constant node holding ``value`` (scalar or array) as ``dtype``; returns its output name."""
@@ -165,7 +176,9 @@ class OpSpec:
     ``prepare(shapes, dtypes, **attrs)`` checks input-dependent rules (an axis against the rank) and returns the
     canonical attributes (e.g. a non-negative axis). ``cuda`` optionally replaces ``eager`` on CUDA tensors; it
     raises ``LibraryNotFoundError`` when its library is missing, and the op then falls back to ``eager``.
-    Optional inputs (passed as None) must come last.
+    Optional inputs (passed as None) must come last. ``output_dtypes`` fixes the dtype of an output (None: the
+    inputs' type, the default for every output). ``plugin_namespace`` is the node's plugin namespace ("" for a plugin
+    TensorRT itself provides). ``differentiable=False`` makes a backward through the op raise a clear error.
     """
 
     name: str
@@ -182,6 +195,9 @@ class OpSpec:
     version: str = "1"
     doc: str = ""
     torch_name: str = ""
+    output_dtypes: tuple[torch.dtype | None, ...] = ()
+    plugin_namespace: str = DOMAIN
+    differentiable: bool = True
 
     @property
     def op_name(self) -> str:
@@ -219,7 +235,7 @@ class OpSpec:
 
     def node_attributes(self, attrs: dict[str, Any]) -> dict[str, Any]:
         """The ONNX attributes of a node: the op's attributes plus plugin_version and plugin_namespace."""
-        return {**attrs, "plugin_version": self.version, "plugin_namespace": DOMAIN}
+        return {**attrs, "plugin_version": self.version, "plugin_namespace": self.plugin_namespace}
 
     def make_node(self, inputs: Sequence[str], outputs: Sequence[str], name: str | None = None,
                   **attrs: Any) -> onnx.NodeProto:
@@ -252,6 +268,9 @@ class CustomOp:
         optional = list(spec.optional_inputs)
         if optional and list(spec.inputs[-len(optional):]) != optional:
             raise OpDefinitionError(f"op {spec.name}: optional inputs {optional} must be the last inputs")
+        if spec.output_dtypes and len(spec.output_dtypes) != len(spec.outputs):
+            raise OpDefinitionError(f"op {spec.name}: output_dtypes needs one entry (a dtype or None) per output "
+                                    f"{list(spec.outputs)}, got {list(spec.output_dtypes)}")
         if spec.op_name in _DEFINED or onnx.defs.has(spec.name, DOMAIN):
             raise OpDefinitionError(f"op {spec.name}: already defined in this process; define each op once")
 
@@ -294,6 +313,10 @@ class CustomOp:
             ctx.save_for_backward(*[t for t in tensors if t is not None])
 
         def backward(ctx: Any, *grads: Any) -> tuple:
+            if not spec.differentiable:
+                raise InvalidInputError(failure(
+                    f"{spec.name}: a gradient was asked for through the op", "no backward through it: the op has no "
+                    "gradient", "detach its inputs (e.g. boxes.detach()) or run it under torch.no_grad()"))
             saved = iter(ctx.saved_tensors)
             with torch.enable_grad():
                 leaves = [next(saved).detach().requires_grad_(True) if p else None for p in ctx.present]
@@ -323,10 +346,13 @@ class CustomOp:
                       for a in spec.attrs]
         attributes += [onnx.defs.OpSchema.Attribute(n, onnx.defs.OpSchema.AttrType.STRING, n, required=False)
                        for n in ("plugin_version", "plugin_namespace")]
-        schema = onnx.defs.OpSchema(spec.name, DOMAIN, DOMAIN_VERSION, doc=spec.doc, inputs=inputs,
-                                    outputs=[fp(n, "T") for n in spec.outputs],
-                                    type_constraints=[("T", types, "floating point tensors the op supports")],
-                                    attributes=attributes)
+        fixed = spec.output_dtypes or (None,) * len(spec.outputs)
+        outputs = [fp(n, "T" if d is None else f"T{i}") for i, (n, d) in enumerate(zip(spec.outputs, fixed))]
+        constraints = [("T", types, "floating point tensors the op supports")]
+        constraints += [(f"T{i}", [_ONNX_TYPES[d]], f"the type of output {n!r}")
+                        for i, (n, d) in enumerate(zip(spec.outputs, fixed)) if d is not None]
+        schema = onnx.defs.OpSchema(spec.name, DOMAIN, DOMAIN_VERSION, doc=spec.doc, inputs=inputs, outputs=outputs,
+                                    type_constraints=constraints, attributes=attributes)
         onnx.defs.register_schema(schema)
 
     def _make_autograd_function(self) -> type[torch.autograd.Function]:

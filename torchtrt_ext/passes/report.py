@@ -3,7 +3,8 @@
 ``report(model, backend=...)`` asks the backend's own ONNX parser where it is installed (``tensorrt`` or
 ``tensorrt_rtx``), on a copy of the graph with every custom-domain node cut out (its outputs become graph inputs): the
 parsers abort the whole process when a node maps to a plugin, so they never see one. Without that parser it uses the
-op-support table in ``passes.trt_op_support`` (and says so). Custom nodes are listed with whether their plugin is
+op-support table in ``passes.trt_op_support`` (and says so). NMS written as a loop or with data-dependent outputs
+is named, with ``ops.efficient_nms`` as its remedy (``passes.nms_patterns``). Custom nodes are listed with whether their plugin is
 available (the C++ library through ``_native.plugin_library_path``, the Python plugins through an importable
 ``tensorrt``) and whether ``passes.decompose_custom_ops`` can replace them.
 
@@ -34,6 +35,8 @@ from torchtrt_ext.backend.plugins import (
 from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, MissingDependencyError, failure
 from torchtrt_ext.ops._spec import DOMAIN, registered_ops
 from torchtrt_ext.passes import trt_op_support as table
+from torchtrt_ext.passes.nms_patterns import REMEDY as NMS_REMEDY
+from torchtrt_ext.passes.nms_patterns import find_nms_patterns
 from torchtrt_ext.passes.onnx_util import default_opset
 from torchtrt_ext.passes.shapes import infer_shapes
 
@@ -48,7 +51,7 @@ class Finding:
     node: str
     op_type: str
     domain: str
-    status: str  # "unsupported", "plugin available", "plugin missing", "unknown custom op", "opset"
+    status: str  # "unsupported", "plugin available", "plugin missing", "unknown custom op", "opset", "nms pattern"
     problem: bool
     detail: str
     remedies: tuple[str, ...] = ()
@@ -260,6 +263,14 @@ def _parser_findings(model: onnx.ModelProto, backend: str) -> tuple[list[Finding
     return findings, f"the {api.name} {api.version} ONNX parser"
 
 
+def _nms_findings(model: onnx.ModelProto, backend: str) -> list[Finding]:
+    """NMS written as a loop or with data-dependent outputs: a problem on TensorRT-RTX (it cannot build them), a
+    warning on TensorRT; ``ops.efficient_nms`` is the remedy either way."""
+    return [Finding(p.node, p.op_type, "", "nms pattern", backend == "tensorrt_rtx",
+                    f"{p.detail}; use torchtrt_ext.ops.efficient_nms", (NMS_REMEDY,))
+            for p in find_nms_patterns(model)]
+
+
 def _table_findings(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> list[Finding]:
     findings = []
     for node in nodes:
@@ -312,6 +323,7 @@ def report(model: onnx.ModelProto, backend: str = "tensorrt", *, checker: str = 
     rejected = {f.node for f in findings if f.problem}
     native = collections.Counter(n.op_type for n in standard if (n.name or f"<unnamed {n.op_type}>") not in rejected)
     result = DoctorReport(backend, checked_with, len(list(all_nodes(model))), opset,
-                          findings + _custom_findings(custom, backend), dict(sorted(native.items())))
+                          findings + _nms_findings(model, backend) + _custom_findings(custom, backend),
+                          dict(sorted(native.items())))
     LOGGER.info("doctor: %d problem(s) for %s (checked with %s)", len(result.problems), backend, checked_with)
     return result
