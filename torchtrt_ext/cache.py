@@ -10,6 +10,8 @@ Folder: ``$TORCHTRT_EXT_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/torchtrt_ext`
 
 Writes are atomic (temp file + ``os.replace``); builders of one key take a file lock, so two processes building the
 same key build it once and leave one valid file. A corrupted file is logged, deleted and rebuilt, never loaded.
+An engine that carries host code (``embed_plugins=True``) is used only from a file this user owns; see
+docs/deployment.md "Security" for why a cache folder shared with other users is still not safe for such engines.
 """
 from __future__ import annotations
 
@@ -129,6 +131,11 @@ class EngineCache:
             log.warning("cached engine %s was built for %s, but this machine has %s; rebuilding for this machine",
                         path, _describe(cached), _describe(machine))
             return None
+        if engine.metadata.plugins_embedded and not _owned_by_this_user(path):
+            log.warning("cached engine %s carries host code (an embedded plugin library) and belongs to another user; "
+                        "not running it, rebuilding (keep the cache in a folder only you can write: set %s)",
+                        path, ENV_DIR)
+            return None
         log.info("engine cache hit: %s", path)
         return engine
 
@@ -145,6 +152,12 @@ class EngineCache:
     def store(self, path: Path, engine: Engine) -> None:
         atomic_write(path, engine.to_bytes())
         log.info("engine cached: %s (%d bytes)", path, len(engine.plan))
+
+
+def _owned_by_this_user(path: Path) -> bool:
+    """Whether this process's user owns ``path`` (always True where the OS has no user ids)."""
+    getuid = getattr(os, "getuid", None)
+    return getuid is None or path.stat().st_uid == getuid()
 
 
 def cache_keys(model: onnx.ModelProto, settings: dict[str, Any], machine: dict[str, Any]) -> tuple[str, str]:

@@ -20,7 +20,8 @@ the remedies of DESIGN.md §7 by ``TRT_MESSAGE_REMEDIES``).
 Exit codes:
     0  success
     1  validation failed (an output out of tolerance) or a benchmark candidate failed
-    2  usage or bad input: bad arguments, a missing or unreadable file, a bad shape string, an unknown precision
+    2  usage or bad input: bad arguments, a missing or unreadable file, a bad shape string, an unknown precision, an
+       engine that carries host code run without --allow-engine-host-code
     3  a missing dependency or runtime: TensorRT / onnxruntime not installed, no GPU to run an engine, an engine
        built for another GPU or TensorRT version
     4  export or engine build failed (the message says why, TensorRT's errors included)
@@ -56,7 +57,7 @@ PROG = "torchtrt-ext"
 DTYPES = ("float32", "float16", "bfloat16")
 
 EPILOG = """exit codes: 0 ok; 1 validation failed or a benchmark candidate failed; 2 usage or bad input (bad arguments,
-missing file, bad shape string, unknown precision); 3 missing dependency or runtime (TensorRT, onnxruntime, a GPU,
+missing file, bad shape string, unknown precision, an engine with host code and no --allow-engine-host-code); 3 missing dependency or runtime (TensorRT, onnxruntime, a GPU,
 an engine built for another GPU/TensorRT); 4 export or build failed; 5 internal error (rerun with --verbose).
 Errors are printed as one line ending with the remedy."""
 
@@ -208,19 +209,30 @@ def _target_kind(text: str) -> str:
     raise CliError(f"{text} does not exist. Remedy: check the path, or write a model spec as module:factory")
 
 
-def _load_engine_module(path: Path) -> Any:
+def _check_engine_host_code(targets: Sequence[str], kinds: Sequence[str], allowed: bool) -> None:
+    """Refuse engines that carry host code before anything else happens (GPU checks included) unless allowed."""
+    from torchtrt_ext.backend import Engine
+    from torchtrt_ext.runtime import check_host_code_allowed
+
+    for text, kind in zip(targets, kinds):
+        if kind == "engine":
+            check_host_code_allowed(Engine.load(text).metadata, allowed, f"engine file {text}")
+
+
+def _load_engine_module(path: Path, allow_engine_host_code: bool) -> Any:
     import torch
 
     from torchtrt_ext.backend import Engine
     from torchtrt_ext.errors import MissingDependencyError, failure
 
     engine = Engine.load(path)
+    module = TRTModule(engine, allow_engine_host_code=allow_engine_host_code)
     if not torch.cuda.is_available():
         raise MissingDependencyError(failure(
             f"running the engine {path.name} needs a CUDA GPU, and torch sees none", "a machine with a CUDA GPU and "
             f"the {engine.metadata.backend} runtime", "run it on the target GPU, or validate the ONNX export on "
             "onnxruntime instead (torchtrt-ext validate MODEL model.onnx)"))
-    return TRTModule(engine)
+    return module
 
 
 def _examples(shapes: dict[str, tuple[int, ...]], model: Any, dtype: Any, device: Any) -> tuple[Any, ...] | None:
@@ -314,6 +326,8 @@ def _engine_table(meta: Any) -> str:
     lines = [f"engine for {meta.describe_target()}",
              f"precision {meta.build.get('precision')}, plugins {meta.plugin_mode} {list(meta.plugins) or ''}".rstrip(),
              f"built by torchtrt_ext {meta.torchtrt_ext_version or '?'}"]
+    if meta.plugins_embedded:
+        lines.append("carries host code (embedded plugin library): running it needs --allow-engine-host-code")
     rows = [["input", t.name, t.dtype, "x".join(str(d) for d in t.shape)] for t in meta.inputs]
     rows += [["output", t.name, t.dtype, "x".join(str(d) for d in t.shape)] for t in meta.outputs]
     lines.append(format_table(["io", "name", "dtype", "shape (-1: dynamic)"], rows))
@@ -341,14 +355,14 @@ def cmd_inspect(args: argparse.Namespace) -> tuple[int, Any, str]:
     return EXIT_OK, {"kind": "onnx", **result.to_dict()}, result.to_table()
 
 
-def _runnable(text: str, device: Any, dtype: Any) -> tuple[str, Any]:
+def _runnable(text: str, device: Any, dtype: Any, allow_engine_host_code: bool) -> tuple[str, Any]:
     kind = _target_kind(text)
     if kind == "onnx":
         from torchtrt_ext.validate import OnnxRuntimeModule
 
         return kind, OnnxRuntimeModule(text)
     if kind == "engine":
-        return kind, _load_engine_module(Path(text))
+        return kind, _load_engine_module(Path(text), allow_engine_host_code)
     return kind, load_model(text).to(device=device, dtype=dtype)
 
 
@@ -377,10 +391,11 @@ def cmd_validate(args: argparse.Namespace) -> tuple[int, Any, str]:
         raise CliError(f"unknown precision {args.precision!r}. Remedy: use fp32, fp16 or bf16")
     shapes = _shapes_arg(args.input_shape)
     kinds = [_target_kind(args.reference), _target_kind(args.candidate)]
+    _check_engine_host_code([args.reference, args.candidate], kinds, args.allow_engine_host_code)
     device = _device(args.device, kinds)
     dtype = _dtype(args.dtype)
-    _, reference = _runnable(args.reference, device, dtype)
-    _, candidate = _runnable(args.candidate, device, dtype)
+    _, reference = _runnable(args.reference, device, dtype, args.allow_engine_host_code)
+    _, candidate = _runnable(args.candidate, device, dtype, args.allow_engine_host_code)
     examples = _examples(shapes, reference, dtype, device)
     report = validate(reference, candidate, examples, trials=args.trials, atol=args.atol, rtol=args.rtol,
                       precision=args.precision, seed=args.seed)
@@ -395,11 +410,12 @@ def cmd_bench(args: argparse.Namespace) -> tuple[int, Any, str]:
     from torchtrt_ext.validate import input_specs_of
 
     kinds = [_target_kind(t) for t in args.targets]
+    _check_engine_host_code(args.targets, kinds, args.allow_engine_host_code)
     device = _device(args.device, kinds)
     dtype = _dtype(args.dtype)
     candidates: dict[str, Any] = {}
     for text, kind in zip(args.targets, kinds):
-        _, runnable = _runnable(text, device, dtype)
+        _, runnable = _runnable(text, device, dtype, args.allow_engine_host_code)
         candidates[f"{text} (onnxruntime)" if kind == "onnx" else text] = runnable
         if kind == "model" and args.torch_compile:
             candidates[f"{text} (torch.compile)"] = torch.compile(runnable)
@@ -430,6 +446,12 @@ class _Parser(argparse.ArgumentParser):
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout instead of text")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging and tracebacks on errors")
+
+
+def _add_engine_host_code(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--allow-engine-host-code", action="store_true",
+                   help="let an engine that carries an embedded plugin library (built with embed_plugins=True) load "
+                        "and run that library's code; only for engine files you trust (default: refused)")
 
 
 def _add_inputs(p: argparse.ArgumentParser, required: bool = False) -> None:
@@ -494,6 +516,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", help="fp32, fp16 or bf16: picks the default tolerances (default: inferred)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--device", default="auto", help="cpu or cuda (default: cuda for engines, else cpu if no GPU)")
+    _add_engine_host_code(p)
     _add_common(p)
     p.set_defaults(handler=cmd_validate)
 
@@ -506,6 +529,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, default=50, help="untimed runs per target (default 50)")
     p.add_argument("--iters", type=int, default=200, help="timed runs per target (default 200)")
     p.add_argument("--device", default="auto", help="cpu or cuda (default: cuda when torch sees a GPU)")
+    _add_engine_host_code(p)
     _add_common(p)
     p.set_defaults(handler=cmd_bench)
     return parser
@@ -517,7 +541,7 @@ def _exit_code(exc: BaseException) -> int:
 
     if isinstance(exc, CliError):
         return exc.code
-    if isinstance(exc, errors.CorruptEngineError):
+    if isinstance(exc, (errors.CorruptEngineError, errors.HostCodeNotAllowedError)):
         return EXIT_USAGE
     if isinstance(exc, (errors.MissingDependencyError, errors.LibraryNotFoundError, errors.EngineCompatibilityError)):
         return EXIT_MISSING

@@ -106,7 +106,8 @@ def compile(model: torch.nn.Module, example_inputs: Any, *, backend: str = "tens
             runtime is present (always, since compile needs one).
         cuda_graphs: replay CUDA graphs for repeated input shapes. Default False.
         exporter: "auto", "dynamo" or "legacy". Default "auto".
-        embed_plugins: serialize the plugin library into the engine. Default False.
+        embed_plugins: serialize the plugin library into the engine; the returned module may then run it (host code,
+            see docs/deployment.md "Security"). Default False.
         timing_cache: TensorRT timing cache file. Default None.
         progress: print build progress. Default True.
         max_batch: upper batch bound of the default profile. Default 32.
@@ -143,7 +144,10 @@ def compile(model: torch.nn.Module, example_inputs: Any, *, backend: str = "tens
     engine = cached_build_engine(onnx_model, cache=cache, backend=backend, precision=precision, profiles=profiles,
                                  workspace=workspace, plugins=plugins, embed_plugins=embed_plugins, output_tree=tree,
                                  max_batch=max_batch, timing_cache=timing_cache, progress=progress)
-    module = TRTModule(engine, cuda_graphs=cuda_graphs)
+    # The engine was built here or read from the user's own cache under the key of these settings, so host code is
+    # allowed exactly when the caller asked for embedding (a cached file that carries host code nobody asked for is
+    # refused); docs/deployment.md "Security" says when a cache folder is not the user's own.
+    module = TRTModule(engine, cuda_graphs=cuda_graphs, allow_engine_host_code=embed_plugins)
     module.load_engine(device)
     if validate is None or validate:
         _validate(model, module, inputs, device, precision)

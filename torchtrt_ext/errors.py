@@ -46,6 +46,10 @@ class CorruptEngineError(EngineCompatibilityError):
     """An engine file is truncated, has a bad checksum, or is not an engine file at all."""
 
 
+class HostCodeNotAllowedError(TorchTRTExtError, PermissionError):
+    """An engine carries host code (an embedded plugin library) and the caller did not allow it to run."""
+
+
 class NoGPUError(TorchTRTExtError, RuntimeError):
     """A TensorRT engine needs a CUDA GPU and torch sees none."""
 

@@ -1,19 +1,34 @@
 """``TRTModule``: runs a TensorRT engine on torch CUDA tensors as a drop-in ``nn.Module``.
 
-- ``execute_async_v3`` on torch's current CUDA stream; outputs are torch tensors allocated on the input's device and
-  returned in the structure the original model returned (a tensor, a tuple/list, a dict; stored in the engine
-  metadata as ``output_tree``).
+- ``execute_async_v3`` on a stream of the module's own (one per thread), ordered after the caller's current torch stream
+  and before it (TensorRT warns that the legacy default stream costs extra device synchronizations); outputs are torch
+  tensors allocated on the input's device and returned in the structure the original model returned (a tensor, a
+  tuple/list, a dict; stored in the engine metadata as ``output_tree``).
+- Every TensorRT binding call is checked (``set_input_shape``, ``set_tensor_address``, the profile switch); inputs whose
+  address TensorRT cannot take (not 256-byte aligned, e.g. the slice ``x[1:]``; empty, whose pointer is 0) are bound
+  through an aligned copy or a non-null placeholder.
 - Inputs are checked (device, dtype, rank, profile range) with errors naming the input, its shape and the allowed
   ranges; the optimization profile is chosen from the input shapes.
 - One execution context per thread (contexts are not thread-safe; the deserialized engine is shared).
 - ``cuda_graphs=True``: for each distinct set of input shapes, the first call captures a CUDA graph and later calls
-  replay it (inputs copied into static buffers, outputs cloned out).
+  replay it (inputs copied into static buffers, outputs cloned out). Each graph has an execution context of its own
+  that nothing else touches after the capture: a replay does not run ``enqueueV3``, so it must not depend on shapes,
+  addresses or a profile another call set since. A context TensorRT says it cannot capture
+  (``is_stream_capturable``, TensorRT-RTX) runs without a graph, logged once.
+- Engines with a shape-tensor input (TensorRT reads it from host memory) or an input/output type torch has no
+  element-for-element counterpart of (INT4, FP4) are refused when loaded, naming the tensor.
 - ``save(path)`` / ``torchtrt_ext.load(path)``; the engine also travels in ``state_dict()`` (extra state).
+- An engine built with ``embed_plugins=True`` carries our plugin library inside the plan, and deserializing it loads
+  and runs that library's code. Such an engine loads only with ``allow_engine_host_code=True`` (CLI:
+  ``--allow-engine-host-code``), the caller's statement that they trust where the file came from; without it the
+  load is refused before anything is deserialized (``HostCodeNotAllowedError``). ``compile(embed_plugins=True)``
+  passes it for the engine it built or found in the user's own cache (docs/deployment.md, "Security").
 """
 from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -22,11 +37,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from torchtrt_ext.backend.adapter import TRTApi, load_backend
-from torchtrt_ext.backend.engine import Engine, EngineMetadata
+from torchtrt_ext.backend.engine import Engine, EngineMetadata, TensorInfo
 from torchtrt_ext.backend.plugins import PluginPlan, load_plugins
 from torchtrt_ext.backend.profiles import choose_profile
 from torchtrt_ext.errors import (
     EngineCompatibilityError,
+    HostCodeNotAllowedError,
     InvalidInputError,
     LibraryNotFoundError,
     NoGPUError,
@@ -39,7 +55,12 @@ if TYPE_CHECKING:
     import tensorrt as trt_t
 
 log = logging.getLogger("torchtrt_ext.runtime")
-MAX_CUDA_GRAPHS_PER_THREAD = 8
+MAX_CUDA_GRAPHS_PER_THREAD = 8  # each graph holds an execution context (and its activation memory) of its own
+ALIGNMENT = 256  # bytes: TensorRT requires every tensor address to be aligned so (IExecutionContext::setTensorAddress)
+# Engine tensor types (metadata names) torch holds element for element. TensorRT's INT4 and FP4 pack two values in a
+# byte, so a torch tensor of the engine's shape would be twice as large; torch.int4 is a placeholder type anyway.
+_TORCH_TYPES = ("float32", "float16", "bfloat16", "int8", "uint8", "int32", "int64", "bool", "float8_e4m3fn",
+                "float8_e8m0fnu")
 
 
 # ---------------------------------------------------------------------------------------------- output structure
@@ -106,6 +127,33 @@ def check_compatible(metadata: EngineMetadata, api: TRTApi, device: torch.device
             "rebuild the engine on this machine"))
 
 
+def torch_dtype(info: TensorInfo, role: str) -> torch.dtype:
+    """The torch dtype of an engine input or output; EngineCompatibilityError naming it when torch has none."""
+    dtype = getattr(torch, info.dtype, None) if info.dtype in _TORCH_TYPES else None
+    if not isinstance(dtype, torch.dtype):
+        raise EngineCompatibilityError(failure(
+            f"engine {role} {info.name!r} has type {info.dtype}, which torch {torch.__version__} cannot hold element "
+            "for element", f"one of {', '.join(t for t in _TORCH_TYPES if hasattr(torch, t))}",
+            f"cast {info.name!r} to such a type in the model before export (e.g. dequantize the output)"))
+    return dtype
+
+
+def check_bindings(metadata: EngineMetadata, cuda_engine: Any, api: TRTApi) -> None:
+    """Refuse an engine TRTModule cannot bind: a tensor type torch lacks, or a shape-tensor input (TensorRT reads it
+    from host memory, and TRTModule binds device memory)."""
+    for role, infos in (("input", metadata.inputs), ("output", metadata.outputs)):
+        for info in infos:
+            torch_dtype(info, role)
+    host = api.trt.TensorLocation.HOST
+    for info in metadata.inputs:
+        if cuda_engine.get_tensor_location(info.name) == host:
+            raise EngineCompatibilityError(failure(
+                f"engine input {info.name!r} is a shape tensor: {api.name} reads its values on the host",
+                "inputs TensorRT reads from device memory (TRTModule binds CUDA tensors)",
+                f"make {info.name!r} a constant in the model, or derive the shape from a tensor input (e.g. "
+                "Shape of a data input) before export"))
+
+
 # ---------------------------------------------------------------------------------------------- loaded state
 @dataclasses.dataclass
 class _Loaded:
@@ -132,7 +180,31 @@ def _plugin_plan(metadata: EngineMetadata) -> PluginPlan:
     return PluginPlan("none")
 
 
-def _deserialize(engine: Engine, device: torch.device) -> _Loaded:
+def check_host_code_allowed(metadata: EngineMetadata, allow_engine_host_code: bool, source: str) -> None:
+    """Refuse an engine that carries host code (an embedded plugin library) unless the caller allowed it."""
+    if metadata.plugins_embedded and not allow_engine_host_code:
+        raise HostCodeNotAllowedError(failure(
+            f"{source} carries host code: the plugin library for {list(metadata.plugins)} is embedded in the plan "
+            "(built with embed_plugins=True), and deserializing it loads and runs that library's code, as "
+            "dangerous as loading a shared library from the same place",
+            "engines with host code only where the caller allows it explicitly (TensorRT's engine_host_code_allowed "
+            "is off by default for the same reason)",
+            "if you trust where this file came from, pass allow_engine_host_code=True (CLI: "
+            "--allow-engine-host-code); otherwise have it rebuilt with embed_plugins=False and load "
+            "libtorchtrt_ext_plugins.so from a build you trust"))
+
+
+def create_runtime(api: TRTApi, metadata: EngineMetadata, *, allow_engine_host_code: bool, source: str) -> Any:
+    """A TensorRT ``Runtime`` for an engine with ``metadata``; host code is allowed only for an engine that carries it
+    and only when ``allow_engine_host_code`` is True (else HostCodeNotAllowedError, before the Runtime exists)."""
+    check_host_code_allowed(metadata, allow_engine_host_code, source)
+    runtime = api.trt.Runtime(api.make_logger())
+    if metadata.plugins_embedded:
+        api.allow_host_code(runtime)
+    return runtime
+
+
+def _deserialize(engine: Engine, device: torch.device, allow_engine_host_code: bool) -> _Loaded:
     metadata = engine.metadata
     api = load_backend(metadata.backend)
     check_compatible(metadata, api, device)
@@ -143,11 +215,9 @@ def _deserialize(engine: Engine, device: torch.device) -> _Loaded:
             f"the engine needs plugins {list(metadata.plugins)} from the C++ plugin library, which is not available "
             f"here ({exc})", "libtorchtrt_ext_plugins.so built for this TensorRT",
             "build it (pip install -e .), or rebuild the engine with embed_plugins=True or plugins='decompose'"))
-    logger = api.make_logger()
     with torch.cuda.device(device):
-        runtime: trt_t.Runtime = api.trt.Runtime(logger)
-        if metadata.plugins_embedded:
-            api.allow_host_code(runtime)
+        runtime: trt_t.Runtime = create_runtime(api, metadata, allow_engine_host_code=allow_engine_host_code,
+                                                source=repr(engine))
         cuda_engine = runtime.deserialize_cuda_engine(engine.plan)
     if cuda_engine is None:
         raise EngineCompatibilityError(failure(
@@ -162,12 +232,17 @@ def _deserialize(engine: Engine, device: torch.device) -> _Loaded:
 class TRTModule(torch.nn.Module):
     """An ``nn.Module`` running a TensorRT ``Engine`` on CUDA tensors. See the module docstring."""
 
-    def __init__(self, engine: Engine | None = None, *, cuda_graphs: bool = False) -> None:
+    def __init__(self, engine: Engine | None = None, *, cuda_graphs: bool = False,
+                 allow_engine_host_code: bool = False) -> None:
         """``engine``: the Engine to run (None: set it later through ``load_state_dict``). ``cuda_graphs``: replay
-        CUDA graphs for repeated input shapes. Default False."""
+        CUDA graphs for repeated input shapes. Default False. ``allow_engine_host_code``: let an engine that carries
+        an embedded plugin library load and run it; only for engines you trust. Default False (refused)."""
         super().__init__()
+        if engine is not None:
+            check_host_code_allowed(engine.metadata, allow_engine_host_code, repr(engine))
         self._engine = engine
         self.cuda_graphs = cuda_graphs
+        self.allow_engine_host_code = allow_engine_host_code
         self._loaded: _Loaded | None = None
         self._lock = threading.Lock()
 
@@ -208,7 +283,10 @@ class TRTModule(torch.nn.Module):
 
     def set_extra_state(self, state: Any) -> None:
         data = state.get("engine") if isinstance(state, Mapping) else None
-        self._engine = Engine.from_bytes(data, source="state_dict") if data else None
+        engine = Engine.from_bytes(data, source="state_dict") if data else None
+        if engine is not None:
+            check_host_code_allowed(engine.metadata, self.allow_engine_host_code, "the engine in this state_dict")
+        self._engine = engine
         self._loaded = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -219,6 +297,7 @@ class TRTModule(torch.nn.Module):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self.__dict__.setdefault("allow_engine_host_code", False)  # pickled before the option existed
         self._lock = threading.Lock()
 
     # -- execution
@@ -227,7 +306,9 @@ class TRTModule(torch.nn.Module):
         with self._lock:
             if self._loaded is None:
                 target = device if device is not None else require_gpu()
-                self._loaded = _deserialize(self.engine, target)
+                loaded = _deserialize(self.engine, target, self.allow_engine_host_code)
+                check_bindings(self.metadata, loaded.cuda_engine, loaded.api)
+                self._loaded = loaded
 
     def _bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[torch.Tensor]:
         names = self.input_names
@@ -263,7 +344,7 @@ class TRTModule(torch.nn.Module):
             if value.device != device:
                 raise InvalidInputError(failure(f"input {info.name!r} is on {value.device}, another input on {device}",
                                                 "all inputs on one GPU", "move them to one device"))
-            expected = getattr(torch, info.dtype, None)
+            expected = torch_dtype(info, "input")
             if value.dtype != expected:
                 raise InvalidInputError(failure(f"input {info.name!r} has dtype {value.dtype}",
                                                 f"{expected} (the engine's input type)", f"convert: .to({expected})"))
@@ -293,7 +374,6 @@ class TRTModule(torch.nn.Module):
         if device != loaded.device:
             raise InvalidInputError(failure(f"inputs are on {device}", f"{loaded.device}, where the engine was loaded",
                                             "move the inputs, or load another TRTModule on that device"))
-        tensors = [t.contiguous() for t in tensors]
         with torch.cuda.device(device):
             if self.cuda_graphs and not torch.cuda.is_current_stream_capturing():
                 outputs = self._run_graph(loaded, tensors, profile)
@@ -301,86 +381,194 @@ class TRTModule(torch.nn.Module):
                 outputs = self._run(loaded, self._context(loaded), tensors, profile)
         return build_outputs(self.metadata.output_tree, outputs)
 
-    def _context(self, loaded: _Loaded) -> Any:
+    def _context(self, loaded: _Loaded) -> _Context:
+        """This thread's execution context (contexts are not thread-safe), created on first use."""
         context = getattr(loaded.local, "context", None)
         if context is None:
-            context = loaded.cuda_engine.create_execution_context()
-            if context is None:
-                raise EngineCompatibilityError(failure(
-                    "TensorRT could not create an execution context", "enough free GPU memory for the engine",
-                    "free GPU memory, or rebuild with a smaller workspace / narrower profiles"))
-            loaded.local.context = context
-            loaded.local.profile = 0
+            context = loaded.local.context = _new_context(loaded)
             loaded.local.graphs = {}
         return context
 
-    def _prepare(self, loaded: _Loaded, context: trt_t.IExecutionContext, tensors: list[torch.Tensor],
-                 profile: int, stream: int) -> list[torch.Tensor]:
-        """Select the profile, bind inputs, allocate and bind outputs."""
-        if getattr(loaded.local, "profile", 0) != profile:
-            context.set_optimization_profile_async(profile, stream)
-            loaded.local.profile = profile
+    def _run(self, loaded: _Loaded, context: _Context, tensors: list[torch.Tensor], profile: int) -> list[torch.Tensor]:
+        """Bind and enqueue on this thread's own stream, ordered after and before the caller's current stream.
+
+        Everything torch allocates here (outputs, aligned copies) is allocated on the caller's stream before the engine
+        stream waits for it, and the caller's stream waits for the engine before anything else runs on it, so memory
+        freed afterwards is never reused while TensorRT still reads or writes it.
+        """
+        caller = torch.cuda.current_stream(loaded.device)
+        stream = _engine_stream(loaded)
+        outputs = self._prepare(loaded, context, tensors, profile, stream.cuda_stream)
+        stream.wait_stream(caller)
+        _enqueue(context, stream.cuda_stream, "execute_async_v3")
+        caller.wait_stream(stream)
+        return outputs
+
+    def _prepare(self, loaded: _Loaded, context: _Context, tensors: list[torch.Tensor], profile: int,
+                 stream: int) -> list[torch.Tensor]:
+        """Select the profile, bind inputs, allocate and bind outputs; every TensorRT call checked. The bound input
+        buffers (the inputs, or their aligned copies) stay referenced by ``context`` while it holds their addresses."""
+        trt_context = context.context
+        if context.profile != profile:
+            if not trt_context.set_optimization_profile_async(profile, stream):
+                raise EngineCompatibilityError(failure(
+                    f"TensorRT refused to switch the execution context to optimization profile {profile}",
+                    f"a profile index below the engine's {len(self.metadata.profiles)}",
+                    "rebuild the engine; read the TensorRT error in the log 'torchtrt_ext.backend'"))
+            context.profile = profile
+        bound: list[torch.Tensor] = []
         for info, tensor in zip(self.metadata.inputs, tensors):
-            context.set_input_shape(info.name, tuple(tensor.shape))
-            context.set_tensor_address(info.name, tensor.data_ptr())
+            shape = tuple(tensor.shape)
+            if not trt_context.set_input_shape(info.name, shape):
+                allowed = self.metadata.profiles[profile].get(info.name)
+                raise InvalidInputError(failure(
+                    f"TensorRT refused the shape {shape} of input {info.name!r} (profile {profile}: "
+                    f"{allowed.describe() if allowed is not None else 'static'})",
+                    "a shape inside the profile's range that the engine accepts",
+                    "pass an input inside the profile range; read the TensorRT error in the log 'torchtrt_ext.backend'"))
+            buffer = device_buffer(tensor)
+            bound.append(buffer)
+            _set_address(trt_context, info.name, buffer, "input")
         outputs = []
         for info in self.metadata.outputs:
-            dims = context.get_tensor_shape(info.name)
+            dims = trt_context.get_tensor_shape(info.name)
             shape = tuple(int(dims[i]) for i in range(len(dims)))
             if any(d < 0 for d in shape):
                 raise EngineCompatibilityError(failure(
                     f"output {info.name!r} has a data-dependent shape {shape}", "outputs whose shapes follow from "
                     "the input shapes", "make the output shape static in the model (e.g. pad instead of nonzero)"))
-            out = torch.empty(shape, dtype=getattr(torch, info.dtype), device=loaded.device)
-            context.set_tensor_address(info.name, out.data_ptr())
+            out = aligned_empty(shape, torch_dtype(info, "output"), loaded.device)
+            _set_address(trt_context, info.name, out, "output")
             outputs.append(out)
-        return outputs
-
-    def _run(self, loaded: _Loaded, context: trt_t.IExecutionContext, tensors: list[torch.Tensor],
-             profile: int) -> list[torch.Tensor]:
-        stream = torch.cuda.current_stream(loaded.device).cuda_stream
-        outputs = self._prepare(loaded, context, tensors, profile, stream)
-        if not context.execute_async_v3(stream):
-            raise EngineCompatibilityError(failure(
-                "TensorRT's execute_async_v3 failed", "a successful enqueue",
-                "read the TensorRT error in the log 'torchtrt_ext.backend'; check plugins and input shapes"))
+        context.bound = bound
         return outputs
 
     def _run_graph(self, loaded: _Loaded, tensors: list[torch.Tensor], profile: int) -> list[torch.Tensor]:
-        context = self._context(loaded)
         key = (profile,) + tuple((tuple(t.shape), t.dtype) for t in tensors)
-        graphs: dict[Any, Any] = loaded.local.graphs
+        self._context(loaded)
+        graphs: dict[Any, _Graph | None] = loaded.local.graphs
+        if key not in graphs and len(graphs) < MAX_CUDA_GRAPHS_PER_THREAD:
+            graphs[key], outputs = self._capture(loaded, tensors, profile)
+            return outputs
         entry = graphs.get(key)
-        if entry is None:
-            if len(graphs) >= MAX_CUDA_GRAPHS_PER_THREAD:
-                return self._run(loaded, context, tensors, profile)  # too many shapes: run without a graph
-            static_in = [t.clone() for t in tensors]
-            static_out = self._run(loaded, context, static_in, profile)  # warm-up outside capture (TensorRT needs it)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                if not context.execute_async_v3(torch.cuda.current_stream().cuda_stream):
-                    raise EngineCompatibilityError(failure("capturing execute_async_v3 in a CUDA graph failed",
-                                                           "a capturable engine", "use cuda_graphs=False"))
-            graphs[key] = entry = (graph, static_in, static_out)
-            return [o.clone() for o in static_out]
-        graph, static_in, static_out = entry
-        for dst, src in zip(static_in, tensors):
+        if entry is None:  # too many shapes, or an engine TensorRT cannot capture: run without a graph
+            return self._run(loaded, self._context(loaded), tensors, profile)
+        for dst, src in zip(entry.inputs, tensors):
             dst.copy_(src)
-        graph.replay()
-        return [o.clone() for o in static_out]
+        entry.graph.replay()
+        return [o.clone() for o in entry.outputs]
+
+    def _capture(self, loaded: _Loaded, tensors: list[torch.Tensor], profile: int
+                 ) -> tuple[_Graph | None, list[torch.Tensor]]:
+        """Capture one graph on a context of its own (its shapes, addresses and profile never change afterwards).
+        Returns the graph (None where TensorRT cannot capture the engine) and this call's outputs."""
+        context = _new_context(loaded)
+        static_in = [t.clone(memory_format=torch.contiguous_format) for t in tensors]
+        static_out = self._run(loaded, context, static_in, profile)  # warm-up outside capture (TensorRT needs it)
+        stream = _engine_stream(loaded)
+        capturable = getattr(context.context, "is_stream_capturable", None)
+        if capturable is not None and not capturable(stream.cuda_stream):
+            log.warning("cuda_graphs=True: %s cannot capture this engine in a CUDA graph (is_stream_capturable is "
+                        "False, e.g. data-dependent shapes or on-device control flow); running it without one",
+                        loaded.api.name if loaded.api is not None else "TensorRT")
+            return None, static_out
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            _enqueue(context, stream.cuda_stream, "capturing execute_async_v3 in a CUDA graph")
+        return _Graph(graph, context, static_in, static_out), [o.clone() for o in static_out]
 
 
-def load(path: str | os.PathLike[str], *, cuda_graphs: bool = False) -> TRTModule:
+# ---------------------------------------------------------------------------------------------- execution helpers
+@dataclasses.dataclass
+class _Context:
+    """A TensorRT execution context and the optimization profile selected on it."""
+
+    context: Any
+    profile: int = 0  # TensorRT selects profile 0 in a new context
+    bound: list[torch.Tensor] = dataclasses.field(default_factory=list)  # the buffers whose addresses it holds
+
+
+@dataclasses.dataclass
+class _Graph:
+    """A captured CUDA graph, the context it replays, and its static input and output buffers."""
+
+    graph: Any
+    context: _Context
+    inputs: list[torch.Tensor]
+    outputs: list[torch.Tensor]
+
+
+def _new_context(loaded: _Loaded) -> _Context:
+    context = loaded.cuda_engine.create_execution_context()
+    if context is None:
+        raise EngineCompatibilityError(failure(
+            "TensorRT could not create an execution context", "enough free GPU memory for the engine",
+            "free GPU memory, or rebuild with a smaller workspace / narrower profiles"))
+    return _Context(context)
+
+
+def _engine_stream(loaded: _Loaded) -> torch.cuda.Stream:
+    """This thread's private stream on the engine's device (never the legacy default stream)."""
+    stream = getattr(loaded.local, "stream", None)
+    if stream is None:
+        stream = loaded.local.stream = torch.cuda.Stream(loaded.device)
+    return stream
+
+
+def _enqueue(context: _Context, stream: int, what: str) -> None:
+    if not context.context.execute_async_v3(stream):
+        raise EngineCompatibilityError(failure(
+            f"TensorRT's {what} failed", "a successful enqueue",
+            "read the TensorRT error in the log 'torchtrt_ext.backend'; check plugins and input shapes"
+            + ("; or use cuda_graphs=False" if "graph" in what else "")))
+
+
+def tensor_address(tensor: torch.Tensor) -> int:
+    """Where ``tensor``'s elements start in memory; unlike ``data_ptr()`` not 0 for an empty view of real storage."""
+    return int(tensor.untyped_storage().data_ptr()) + tensor.storage_offset() * tensor.element_size()
+
+
+def aligned_empty(shape: Sequence[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """An uninitialized contiguous tensor whose address TensorRT accepts: aligned to ``ALIGNMENT`` and, even when
+    empty, not null (a view into a slightly larger allocation)."""
+    nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    raw = torch.empty(nbytes + ALIGNMENT, dtype=torch.uint8, device=device)
+    skip = -tensor_address(raw) % ALIGNMENT
+    return raw[skip:skip + nbytes].view(dtype).view(tuple(shape))
+
+
+def device_buffer(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` when TensorRT can read it in place (contiguous, address aligned and non-null), else an aligned copy:
+    a contiguous slice such as ``x[1:]`` keeps its offset, and an empty tensor's address is 0."""
+    address = tensor_address(tensor)
+    if tensor.is_contiguous() and address != 0 and address % ALIGNMENT == 0:
+        return tensor
+    return aligned_empty(tuple(tensor.shape), tensor.dtype, tensor.device).copy_(tensor)
+
+
+def _set_address(trt_context: Any, name: str, buffer: torch.Tensor, role: str) -> None:
+    address = tensor_address(buffer)
+    if not trt_context.set_tensor_address(name, address):
+        raise EngineCompatibilityError(failure(
+            f"TensorRT refused the address {address:#x} of {role} {name!r}",
+            f"a non-null device address aligned to {ALIGNMENT} bytes, for a tensor the engine has",
+            "read the TensorRT error in the log 'torchtrt_ext.backend'"))
+
+
+def load(path: str | os.PathLike[str], *, cuda_graphs: bool = False, allow_engine_host_code: bool = False) -> TRTModule:
     """Load an engine file written by ``TRTModule.save`` / ``Engine.save``.
 
     Checks the TensorRT version (and, where a GPU is present, its architecture) before returning, and deserializes
     eagerly when a GPU is present so incompatibilities surface here rather than at the first call.
+    ``allow_engine_host_code``: see ``TRTModule``; an engine with an embedded plugin library is refused without it,
+    before anything is deserialized. Default False.
     """
     engine = Engine.load(path)
+    check_host_code_allowed(engine.metadata, allow_engine_host_code, f"engine file {path}")
     api = load_backend(engine.metadata.backend)
     device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else None
     check_compatible(engine.metadata, api, device)
-    module = TRTModule(engine, cuda_graphs=cuda_graphs)
+    module = TRTModule(engine, cuda_graphs=cuda_graphs, allow_engine_host_code=allow_engine_host_code)
     if device is not None:
         module.load_engine(device)
     return module

@@ -179,3 +179,47 @@ def test_engine_metadata_survives_save_and_load_byte_for_byte(rtx: str, conv_onn
     assert loaded.plan == engine.plan
     second = loaded.save(tmp_path / "b.engine")
     assert first.read_bytes() == second.read_bytes()
+
+
+def test_tensorrt_10_builds_strongly_typed_without_precision_flags() -> None:
+    """Stand-in modules with TensorRT 10.13's and 11.1's enums (NvInfer.h): on 10.x the network is created
+    STRONGLY_TYPED (kSTRONGLY_TYPED = 1 there), so no FP16 flag and no deprecated layer.precision pins are needed and
+    precision='as_exported' runs the exported types; on 11.x (kSTRONGLY_TYPED = 0, deprecated, no FP16 flag) no flag."""
+    import enum
+    import types
+
+    from torchtrt_ext.backend.adapter import TRTApi
+
+    class Flags10(enum.IntEnum):
+        EXPLICIT_BATCH = 0
+        STRONGLY_TYPED = 1
+
+    class Flags11(enum.IntEnum):
+        STRONGLY_TYPED = 0
+
+    trt10 = types.SimpleNamespace(BuilderFlag=types.SimpleNamespace(FP16=0, BF16=17, OBEY_PRECISION_CONSTRAINTS=10),
+                                  NetworkDefinitionCreationFlag=Flags10)
+    trt11 = types.SimpleNamespace(BuilderFlag=types.SimpleNamespace(TF32=1), NetworkDefinitionCreationFlag=Flags11)
+    assert TRTApi("tensorrt", trt10).network_flags() == 1 << 1
+    assert TRTApi("tensorrt", trt11).network_flags() == 0
+    assert not hasattr(TRTApi, "precision_flags")  # weak-typing flags are never set any more
+    assert TRTApi("tensorrt", trt10).capture_flags() == []
+
+
+def test_tensorrt_rtx_engines_are_built_for_stream_capture(rtx: str, conv_onnx: onnx.ModelProto,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """RTX needs REQUIRE_USER_ALLOCATION for CUDA stream capture (RTX 1.2 release notes): the real builder gets it and
+    builds; the network is created with no (deprecated) typing flag."""
+    api = load_backend(rtx)
+    flag = api.trt.BuilderFlag.REQUIRE_USER_ALLOCATION
+    assert api.network_flags() == 0 and api.capture_flags() == [flag]
+    seen: list[object] = []
+    original = api.trt.IBuilderConfig.set_flag
+
+    def spy(config: object, value: object) -> None:
+        seen.append(value)
+        original(config, value)
+
+    monkeypatch.setattr(api.trt.IBuilderConfig, "set_flag", spy)
+    engine = build_engine(conv_onnx, backend=rtx, progress=False, precision="fp16")
+    assert flag in seen and len(engine.plan) > 10_000

@@ -11,7 +11,7 @@ import pytest
 from tests.backend.conftest import raw_custom_graph
 from torchtrt_ext import _native
 from torchtrt_ext.backend import plugins as plugin_modes
-from torchtrt_ext.backend.adapter import TRTApi
+from torchtrt_ext.backend.adapter import TRTApi, load_backend
 from torchtrt_ext.errors import BuildError, LibraryNotFoundError, MissingDependencyError
 
 FAKE_TRT = TRTApi("tensorrt", types.SimpleNamespace(__version__="10.13.0"))
@@ -96,3 +96,20 @@ def test_python_plugins_module_is_the_one_compile_uses() -> None:
     """The entry point name the Python-plugin issue exposes is the one this module calls."""
     entry = plugin_modes.python_plugins_entry()
     assert entry.__name__ == "register_python_plugins"
+
+
+def test_a_library_tensorrt_cannot_load_raises_and_is_not_cached(rtx: str, tmp_path: Path) -> None:
+    """TensorRT-RTX's real plugin registry: ``load_library`` returns None (it does not raise) for a file it cannot load.
+    The api is labelled "tensorrt" only to pass the RTX plugin refusal; the registry and the call are RTX's own."""
+    real = TRTApi("tensorrt", load_backend(rtx).trt)
+    bad = tmp_path / "libbroken.so"
+    bad.write_bytes(b"not a shared library")
+    plan = plugin_modes.PluginPlan("cpp", bad)
+    for _ in range(2):  # a failure must not be remembered as a success
+        with pytest.raises(LibraryNotFoundError, match=r"could not load the plugin library .*libbroken\.so.*ldd"):
+            plugin_modes.load_plugins(real, plan)
+    try:
+        library = _native.plugin_library_path()
+    except LibraryNotFoundError as exc:
+        pytest.skip(f"the C++ plugin library is not built here: {exc}")
+    real.load_plugin_library(str(library))  # the real library loads without error

@@ -175,3 +175,25 @@ def test_save_load_runs(conv_cuda: Conv, tmp_path: Path) -> None:
     trt_model = torchtrt_ext.compile(conv_cuda, (x,), progress=False)
     restored = load(trt_model.save(tmp_path / "conv.engine"))
     assert torch.equal(restored(x), trt_model(x))
+
+
+@pytest.mark.gpu
+@pytest.mark.tensorrt
+def test_cuda_graphs_replay_older_graphs_across_profiles(conv_cuda: Conv) -> None:
+    """Capture batch 2 (profile 0), then batch 8 (profile 1), then replay both in turn, with eager calls between."""
+    trt_model = torchtrt_ext.compile(conv_cuda, (torch.randn(2, 3, 16, 16, device="cuda"),), profiles=TWO_PROFILES,
+                                     cuda_graphs=True, progress=False)
+    for batch in (2, 8, 2, 8, 3, 2, 16, 8):
+        x = torch.randn(batch, 3, 16, 16, device="cuda")
+        assert (trt_model(x) - conv_cuda(x)).abs().max().item() < 1e-3, batch
+
+
+@pytest.mark.gpu
+@pytest.mark.tensorrt
+def test_unaligned_and_default_stream_inputs(conv_cuda: Conv) -> None:
+    """A contiguous slice 4 bytes into its storage (not 256-byte aligned), run from the legacy default stream."""
+    trt_model = torchtrt_ext.compile(conv_cuda, (torch.randn(2, 3, 16, 16, device="cuda"),), progress=False)
+    x = torch.randn(2 * 3 * 16 * 16 + 1, device="cuda")[1:].view(2, 3, 16, 16)
+    assert x.is_contiguous() and x.data_ptr() % 256 == 4
+    with torch.cuda.stream(torch.cuda.default_stream()):
+        assert (trt_model(x) - conv_cuda(x)).abs().max().item() < 1e-3

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from torchtrt_ext import cli
-from torchtrt_ext.backend.engine import MAGIC
+from torchtrt_ext.backend.engine import Engine, EngineMetadata
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = "tests.cli.models:make_head"
@@ -152,8 +152,8 @@ def test_engine_without_gpu_exits_3(tmp_path: Path, capsys: pytest.CaptureFixtur
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    engine = tmp_path / "fake.engine"
-    engine.write_bytes(MAGIC + b"\x00" * 64)
+    meta = EngineMetadata(inputs=(), outputs=(), profiles=(), build={}, backend="tensorrt", trt_version="10.13.0")
+    engine = Engine(b"stand-in plan", meta).save(tmp_path / "valid.engine")  # read, never deserialized here
     assert cli.main(["validate", MODEL, str(engine), "--json"]) == cli.EXIT_MISSING
     captured = capsys.readouterr()
     assert "needs a CUDA GPU" in captured.err and json.loads(captured.out)["exit_code"] == cli.EXIT_MISSING

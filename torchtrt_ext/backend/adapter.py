@@ -4,8 +4,11 @@ Both Python packages expose nearly the same API (``Builder``, ``OnnxParser``, ``
 handled here only:
 
 - the import name, the pip extra that installs it, and what a type-stub-only install looks like;
-- weak-typing precision flags (``BuilderFlag.FP16``/``BF16``/``OBEY_PRECISION_CONSTRAINTS``): TensorRT 10.x has them,
-  TensorRT 11 and TensorRT-RTX do not (strongly typed only). Detected by feature, never by version string;
+- typing: TensorRT 11 and TensorRT-RTX build strongly typed networks only; TensorRT 10.x is weakly typed unless the
+  network is created ``STRONGLY_TYPED``, which ``network_flags`` asks for (the graph is already typed by
+  ``apply_precision``; pinning layers with ``layer.precision`` is deprecated since 10.12 and misses the extra layers the
+  parser names ``<node>_<n>``). Detected by feature (``BuilderFlag.FP16`` exists), never by version string;
+- CUDA stream capture: TensorRT-RTX needs engines built with ``REQUIRE_USER_ALLOCATION`` (``capture_flags``);
 - plugins: TensorRT-RTX aborts the whole process when an ONNX node maps to a plugin, so it is marked
   ``supports_plugins=False`` and the builder refuses such graphs before parsing (see ``backend.plugins``);
 - serializing a plugin library into the plan (``plugins_to_serialize``) and letting a runtime deserialize host code
@@ -24,7 +27,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from torchtrt_ext.errors import InvalidInputError, MissingDependencyError, failure
+from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, MissingDependencyError, failure
 
 if TYPE_CHECKING:  # the tensorrt-stubs package describes both APIs well enough for mypy
     import tensorrt as trt_t
@@ -72,17 +75,21 @@ class TRTApi:
 
     @property
     def has_weak_typing(self) -> bool:
-        """True where the weak-typing precision flags still exist (TensorRT 10.x)."""
+        """True where networks are weakly typed unless asked otherwise (TensorRT 10.x: the FP16 flag exists)."""
         return hasattr(self.trt.BuilderFlag, "FP16")
 
-    def precision_flags(self, precision: str) -> list[Any]:
-        """Builder flags that allow ``precision`` on a weakly typed network; [] where the flags do not exist."""
-        flag = self.trt.BuilderFlag
-        names = {"fp16": ["FP16"], "bf16": ["BF16"]}.get(precision, [])
-        found = [getattr(flag, n) for n in names if hasattr(flag, n)]
-        if found and hasattr(flag, "OBEY_PRECISION_CONSTRAINTS"):
-            found.append(flag.OBEY_PRECISION_CONSTRAINTS)  # layers we pinned to FP32 stay FP32
-        return found
+    def network_flags(self) -> int:
+        """``create_network`` flags for a strongly typed network: ``STRONGLY_TYPED`` where networks are weakly typed by
+        default (TensorRT 10.x); 0 where strong typing is the only mode (TensorRT 11 deprecates the flag, RTX)."""
+        if not self.has_weak_typing:
+            return 0
+        return 1 << int(self.trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
+
+    def capture_flags(self) -> list[Any]:
+        """Builder flags an engine needs for CUDA stream capture (``TRTModule(cuda_graphs=True)``): TensorRT-RTX's
+        ``REQUIRE_USER_ALLOCATION`` (RTX >= 1.2, with ``is_stream_capturable`` at run time); [] elsewhere."""
+        flag = getattr(self.trt.BuilderFlag, "REQUIRE_USER_ALLOCATION", None)
+        return [flag] if self.is_rtx and flag is not None else []
 
     def can_embed_plugins(self) -> bool:
         return self.supports_plugins and hasattr(self.trt.IBuilderConfig, "plugins_to_serialize")
@@ -99,13 +106,19 @@ class TRTApi:
             runtime.engine_host_code_allowed = True
 
     def load_plugin_library(self, path: str) -> None:
+        """Load a plugin library into the registry; LibraryNotFoundError when TensorRT cannot load it."""
         if not self.supports_plugins:
             raise InvalidInputError(failure(
                 f"refusing to load plugin library {path} into {self.name}",
                 "plugins only with backend='tensorrt' (TensorRT-RTX aborts the process on plugin nodes)",
                 "use plugins='decompose' with tensorrt_rtx"))
         registry = self.trt.get_plugin_registry()
-        registry.load_library(path)
+        if registry.load_library(path) is None:  # the binding returns None on failure; it does not raise
+            raise LibraryNotFoundError(failure(
+                f"{self.name} {self.version} could not load the plugin library {path}",
+                "a plugin library built for this TensorRT whose dependencies (e.g. libcudart.so.13) the loader finds",
+                f"read TensorRT's error in the log 'torchtrt_ext.backend'; check `ldd {path}`; rebuild it here "
+                "(pip install -e .)"))
 
     def make_logger(self, records: list[tuple[str, str]] | None = None) -> trt_t.ILogger:
         """An ILogger forwarding TensorRT messages to Python logging ("torchtrt_ext.backend").

@@ -202,16 +202,13 @@ def _build(api: TRTApi, typed: PrecisionResult, profiles: Sequence[Profile], pla
     records: list[tuple[str, str]] = []
     logger = api.make_logger(records)
     builder: trt_t.Builder = trt.Builder(logger)
-    network: trt_t.INetworkDefinition = builder.create_network(0)  # strongly typed where weak typing is gone
+    network: trt_t.INetworkDefinition = builder.create_network(api.network_flags())  # strongly typed everywhere
     _parse(api, network, logger, typed.model)
 
     config: trt_t.IBuilderConfig = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace or default_workspace())
-    flags = api.precision_flags(typed.precision) if api.has_weak_typing else []
-    for flag in flags:
+    for flag in api.capture_flags():  # any engine may later run with cuda_graphs=True
         config.set_flag(flag)
-    if flags:
-        _pin_fp32_layers(api, network, set(typed.fp32_nodes))
 
     names = {network.get_input(i).name for i in range(network.num_inputs)}
     for profile in profiles:
@@ -249,19 +246,6 @@ def _build(api: TRTApi, typed: PrecisionResult, profiles: Sequence[Profile], pla
     inputs = tuple(_info(network.get_input(i)) for i in range(network.num_inputs))
     outputs = tuple(_info(network.get_output(i)) for i in range(network.num_outputs))
     return plan_bytes, inputs, outputs
-
-
-def _pin_fp32_layers(api: TRTApi, network: trt_t.INetworkDefinition, fp32_nodes: set[str]) -> None:
-    """Weakly typed TensorRT (10.x): keep layers made from FP32-pinned nodes in FP32 (layer names follow node
-    names in TensorRT's ONNX parser; a decomposed node's parts are named "<node>/...")."""
-    pinned = 0
-    for i in range(network.num_layers):
-        layer = network.get_layer(i)
-        inside = layer.name in fp32_nodes or any(layer.name.startswith(f"{n}/") for n in fp32_nodes)  # decomposed
-        if inside and hasattr(layer, "precision"):
-            layer.precision = api.trt.float32
-            pinned += 1
-    log.debug("pinned %d layer(s) to FP32", pinned)
 
 
 def _info(tensor: trt_t.ITensor) -> TensorInfo:

@@ -30,7 +30,8 @@ FORMAT_VERSION = 1
 
 # TensorRT DataType member name -> torch dtype name (the metadata stores torch names)
 TRT_DTYPE_NAMES = {"FLOAT": "float32", "HALF": "float16", "BF16": "bfloat16", "INT8": "int8", "INT32": "int32",
-                   "INT64": "int64", "BOOL": "bool", "UINT8": "uint8", "FP8": "float8_e4m3fn"}
+                   "INT64": "int64", "BOOL": "bool", "UINT8": "uint8", "FP8": "float8_e4m3fn",
+                   "E8M0": "float8_e8m0fnu"}
 
 
 @dataclasses.dataclass(frozen=True)

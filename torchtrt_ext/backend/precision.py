@@ -52,7 +52,7 @@ KEEP_FP32 = frozenset({
 class PrecisionResult:
     model: onnx.ModelProto
     precision: str
-    fp32_nodes: list[str]  # names of nodes pinned to FP32 (for weakly typed builders' per-layer constraints)
+    fp32_nodes: list[str]  # names of nodes kept in FP32 (reported; the graph's types keep them so)
     casts_added: int
 
 
