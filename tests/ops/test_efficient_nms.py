@@ -92,6 +92,13 @@ def test_background_class_and_images_without_detections() -> None:
     assert outputs[0][1, 0] == 0 and 0 not in outputs[3][0, :outputs[0][0, 0]].tolist()
 
 
+@pytest.mark.parametrize("batch,anchors,classes", [(0, 5, 3), (2, 0, 3), (2, 5, 0)])
+def test_empty_inputs_give_fixed_size_zeros(batch: int, anchors: int, classes: int) -> None:
+    outputs = efficient_nms(torch.rand(batch, anchors, 4), torch.rand(batch, anchors, classes), max_output_boxes=3)
+    assert [tuple(o.shape) for o in outputs] == [(batch, 1), (batch, 3, 4), (batch, 3), (batch, 3)]
+    assert not any(o.any() for o in outputs)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_inputs_give_the_reference_on_their_values(dtype: torch.dtype) -> None:
     boxes, scores = random_case(11)

@@ -99,7 +99,7 @@ def _eager(boxes: torch.Tensor, scores: torch.Tensor, score_threshold: float, io
         candidate[..., background_class] = False
     flat = probs.masked_fill(~candidate, float("-inf")).reshape(batch, anchors * classes)
     order_scores, order = torch.sort(flat, dim=1, descending=True, stable=True)
-    counts = candidate.reshape(batch, -1).sum(1)
+    counts = candidate.reshape(batch, anchors * classes).sum(1)
     kept_score = torch.zeros(batch, k, device=device)
     kept_box = torch.zeros(batch, k, 4, device=device)
     kept_class = torch.full((batch, k), -1, dtype=torch.long, device=device)
