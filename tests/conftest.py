@@ -59,6 +59,17 @@ def trt_include() -> Path:
     return found
 
 
+@pytest.fixture
+def cpp_library(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A stand-in file where torchtrt_ext looks for libtorchtrt_ext_plugins.so: plugin plans read only its hash."""
+    from torchtrt_ext import _native
+
+    library = tmp_path / "libtorchtrt_ext_plugins.so"
+    library.write_bytes(b"not really a library")
+    monkeypatch.setattr(_native, "plugin_library_path", lambda: library)
+    return library
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     reasons = {"gpu": _gpu_reason, "tensorrt": _tensorrt_reason, "trt_headers": _trt_headers_reason}
     cache: dict[str, str | None] = {}

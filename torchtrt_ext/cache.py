@@ -26,11 +26,9 @@ from typing import Any, Union
 import onnx
 
 from torchtrt_ext.backend import builder as _builder
-from torchtrt_ext.backend.adapter import load_backend
 from torchtrt_ext.backend.engine import Engine, EngineMetadata, atomic_write, canonical_json
+from torchtrt_ext.backend.profiles import DEFAULT_MAX_BATCH, ProfileSpec
 from torchtrt_ext.errors import CorruptEngineError
-from torchtrt_ext.backend.plugins import resolve_plugin_mode
-from torchtrt_ext.backend.profiles import DEFAULT_MAX_BATCH, ProfileSpec, normalize_profiles
 
 try:
     import fcntl
@@ -121,8 +119,7 @@ class EngineCache:
         try:
             engine = Engine.load(path)
         except CorruptEngineError as exc:
-            log.warning("cached engine %s is corrupted (%s); deleting it and rebuilding", path,
-                        str(exc).split(". Expected")[0])
+            log.warning("cached engine %s is corrupted (%s); deleting it and rebuilding", path, exc.what)
             with contextlib.suppress(OSError):
                 path.unlink()
             return None
@@ -178,33 +175,26 @@ def cached_build_engine(onnx_model_or_path: _builder.OnnxSource, *, cache: Cache
     ``build_options`` (``timing_cache``, ``progress``) are passed through and do not change the key.
     """
     directory = resolve_cache_dir(cache)
-    kwargs: dict[str, Any] = dict(backend=backend, precision=precision, profiles=profiles, workspace=workspace,
-                                  plugins=plugins, embed_plugins=embed_plugins, output_tree=output_tree,
-                                  max_batch=max_batch, **build_options)
-    model = _builder.load_onnx(onnx_model_or_path)
+    build = _builder.plan_build(onnx_model_or_path, backend=backend, precision=precision, profiles=profiles,
+                                workspace=workspace, plugins=plugins, embed_plugins=embed_plugins,
+                                max_batch=max_batch)  # also raises early for impossible combinations
     if directory is None:
-        return _builder.build_engine(model, **kwargs)
-    api = load_backend(backend)
-    plan = resolve_plugin_mode(plugins, api, model)  # also raises early for impossible combinations
-    normalized = normalize_profiles(profiles)
-    settings = {"backend": backend, "precision": precision, "workspace": workspace, "plugins": plan.mode,
-                "embed_plugins": embed_plugins, "max_batch": max_batch, "output_tree": output_tree,
-                "profiles": None if normalized is None else [p.to_json() for p in normalized]}
+        return _builder.build_from_plan(build, output_tree=output_tree, **build_options)
     gpu_name, cc = _builder.current_gpu()
-    machine = machine_fingerprint(backend, api.version, gpu_name, cc, plan.library_sha256)
+    machine = machine_fingerprint(backend, build.api.version, gpu_name, cc, build.plan.library_sha256)
     store = EngineCache(directory)
-    path = store.path_for(*cache_keys(model, settings, machine))
+    path = store.path_for(*cache_keys(build.model, {**build.settings, "output_tree": output_tree}, machine))
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         log.warning("engine cache folder %s is not usable (%s); continuing without caching (set %s or pass cache=)",
                     directory, exc, ENV_DIR)
-        return _builder.build_engine(model, **kwargs)
+        return _builder.build_from_plan(build, output_tree=output_tree, **build_options)
     with store.locked(path):
         engine = store.load(path, machine)
         if engine is not None:
             return engine
-        engine = _builder.build_engine(model, **kwargs)
+        engine = _builder.build_from_plan(build, output_tree=output_tree, **build_options)
         try:
             store.store(path, engine)
         except OSError as exc:

@@ -47,8 +47,8 @@ from typing import Any, NoReturn
 from torchtrt_ext.backend.adapter import BACKENDS
 from torchtrt_ext.backend.engine import is_engine_file
 from torchtrt_ext.backend.plugins import PLUGIN_MODES
-from torchtrt_ext.backend.precision import PRECISIONS
-from torchtrt_ext.passes.report import report as doctor
+from torchtrt_ext.passes.precision import PRECISIONS
+from torchtrt_ext.doctor import report as doctor
 from torchtrt_ext.runtime import TRTModule
 from torchtrt_ext.validate import PRECISIONS as TOLERANCE_PRECISIONS
 

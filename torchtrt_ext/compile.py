@@ -15,7 +15,7 @@ import onnx
 import torch
 
 from torchtrt_ext.backend.adapter import check_backend_name, install_hint, load_backend
-from torchtrt_ext.backend.precision import check_precision
+from torchtrt_ext.passes.precision import check_precision
 from torchtrt_ext.backend.profiles import DEFAULT_MAX_BATCH, ProfileSpec, profiles_from_example_shapes
 from torchtrt_ext.cache import CacheOption, cached_build_engine
 from torchtrt_ext.errors import InvalidInputError, MissingDependencyError, TorchTRTExtError, failure

@@ -368,7 +368,7 @@ def to_ort_trt_plugins(model: onnx.ModelProto) -> onnx.ModelProto:
     attributes are kept, including ``plugin_version`` and ``plugin_namespace``, which the parser uses to find the
     creator (name ``L2Norm``, version ``"1"``, namespace ``torchtrt_ext``).
     """
-    from torchtrt_ext.backend.plugins import all_nodes
+    from torchtrt_ext.passes.onnx_util import all_nodes
 
     out = onnx.ModelProto()
     out.CopyFrom(model)

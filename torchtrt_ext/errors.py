@@ -1,9 +1,36 @@
-"""The project's exception family. Every message says what failed, what was expected and the remedy."""
+"""The project's exception family. Every error says what failed, what was expected and the remedy, and carries them
+as fields (``what``, ``expected``, ``remedy``) so that no caller parses the message text back."""
 from __future__ import annotations
 
 
+class Failure(str):
+    """A message 'what failed. Expected: ... Remedy: ...' that keeps its three parts (see :func:`failure`)."""
+
+    what: str
+    expected: str
+    remedy: str
+
+    def __new__(cls, what: str, expected: str, remedy: str) -> Failure:
+        text = super().__new__(cls, f"{what}. Expected: {expected}. Remedy: {remedy}")
+        text.what, text.expected, text.remedy = what, expected, remedy
+        return text
+
+
 class TorchTRTExtError(Exception):
-    """Base class of every error torchtrt_ext raises on purpose."""
+    """Base class of every error torchtrt_ext raises on purpose.
+
+    Raise it with a :func:`failure` message, or with ``what`` plus the keywords ``expected`` and ``remedy``; the parts
+    are the fields ``what``, ``expected`` and ``remedy`` (empty when the message gave none).
+    """
+
+    def __init__(self, message: str = "", *, expected: str = "", remedy: str = "") -> None:
+        if isinstance(message, Failure):
+            what, expected, remedy = message.what, message.expected, message.remedy
+        else:
+            what = message
+            message = failure(what, expected, remedy) if expected or remedy else what
+        super().__init__(message)
+        self.what, self.expected, self.remedy = what, expected, remedy
 
 
 class InvalidAttributeError(TorchTRTExtError, ValueError):
@@ -38,6 +65,14 @@ class BuildError(TorchTRTExtError, RuntimeError):
     """Parsing the ONNX graph or building the TensorRT engine failed."""
 
 
+class OnnxParseError(BuildError):
+    """TensorRT's ONNX parser rejected the graph; ``nodes`` holds one ``backend.builder.ParserError`` per failure."""
+
+    def __init__(self, message: str = "", *, expected: str = "", remedy: str = "", nodes: tuple[object, ...] = ()) -> None:
+        super().__init__(message, expected=expected, remedy=remedy)
+        self.nodes = tuple(nodes)
+
+
 class EngineCompatibilityError(TorchTRTExtError, RuntimeError):
     """A serialized engine was built for another GPU, TensorRT version or plugin library."""
 
@@ -58,6 +93,6 @@ class ValidationFailedError(TorchTRTExtError, AssertionError):
     """Raised by ``ValidationReport.check()`` when an output is out of tolerance."""
 
 
-def failure(what: str, expected: str, remedy: str) -> str:
-    """Format an error message as 'what failed. Expected: ... Remedy: ...'."""
-    return f"{what}. Expected: {expected}. Remedy: {remedy}"
+def failure(what: str, expected: str, remedy: str) -> Failure:
+    """The message 'what failed. Expected: ... Remedy: ...', its parts kept for the exception's fields."""
+    return Failure(what, expected, remedy)

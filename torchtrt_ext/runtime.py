@@ -38,7 +38,7 @@ import torch
 
 from torchtrt_ext.backend.adapter import TRTApi, load_backend
 from torchtrt_ext.backend.engine import Engine, EngineMetadata, TensorInfo
-from torchtrt_ext.backend.plugins import PluginPlan, load_plugins
+from torchtrt_ext.backend.plugins import load_plugins, plan_from_metadata
 from torchtrt_ext.backend.profiles import choose_profile
 from torchtrt_ext.errors import (
     EngineCompatibilityError,
@@ -164,22 +164,6 @@ class _Loaded:
     local: threading.local
 
 
-def _plugin_plan(metadata: EngineMetadata) -> PluginPlan:
-    if metadata.plugin_mode == "cpp" and not metadata.plugins_embedded:
-        from torchtrt_ext import _native
-        from torchtrt_ext.backend.plugins import file_sha256
-        path = _native.plugin_library_path()
-        digest = file_sha256(path)
-        if metadata.plugin_library_sha256 and digest != metadata.plugin_library_sha256:
-            log.warning("plugin library %s differs from the one the engine was built with (sha256 %s..., built "
-                        "with %s...); if loading fails, rebuild the engine", path, digest[:12],
-                        metadata.plugin_library_sha256[:12])
-        return PluginPlan("cpp", path, digest)
-    if metadata.plugin_mode == "python":
-        return PluginPlan("python")
-    return PluginPlan("none")
-
-
 def check_host_code_allowed(metadata: EngineMetadata, allow_engine_host_code: bool, source: str) -> None:
     """Refuse an engine that carries host code (an embedded plugin library) unless the caller allowed it."""
     if metadata.plugins_embedded and not allow_engine_host_code:
@@ -209,7 +193,7 @@ def _deserialize(engine: Engine, device: torch.device, allow_engine_host_code: b
     api = load_backend(metadata.backend)
     check_compatible(metadata, api, device)
     try:
-        load_plugins(api, _plugin_plan(metadata))
+        load_plugins(api, plan_from_metadata(metadata))
     except LibraryNotFoundError as exc:
         raise EngineCompatibilityError(failure(
             f"the engine needs plugins {list(metadata.plugins)} from the C++ plugin library, which is not available "

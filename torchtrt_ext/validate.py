@@ -52,6 +52,7 @@ from torchtrt_ext.errors import (
 )
 from torchtrt_ext.ops._spec import torch_dtype
 from torchtrt_ext.passes import decompose_custom_ops
+from torchtrt_ext.passes.onnx_util import custom_nodes
 
 #: precision -> (atol, rtol); see the module docstring for the reasons.
 TOLERANCES: dict[str, tuple[float, float]] = {
@@ -192,7 +193,7 @@ class OnnxRuntimeModule:
             raise InvalidInputError(failure(f"OnnxRuntimeModule got a {type(model).__name__}",
                                             "an onnx.ModelProto or an .onnx path", "pass the exported model"))
         ort = _import_onnxruntime()
-        if any(n.domain not in ("", "ai.onnx") for n in model.graph.node):
+        if custom_nodes(model):
             model = decompose_custom_ops(model)
         self.model = model
         self.providers = list(providers or ["CPUExecutionProvider"])

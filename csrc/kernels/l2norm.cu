@@ -22,18 +22,7 @@
 //                  vectors.
 //   * cols_twopass the fallback for any reduced: the same tile, read once for the sums of squares and once more
 //                  to scale (the second read mostly hits L2 while the tile is small).
-// Measured on an H200 with bench/kernels.py (inputs and outputs in 4 buffers, time / copy time, 2026-11-29):
-// 4x1024x64x64 1.06-1.08 (cols_pipe; cols_smem gave 1.12-1.18: 1024 tiles of 64 KB in 2.6 waves, no overlap inside a
-// block), 8x256x128x128 1.03-1.05 (cols_smem), 8x4096x1024 last axis 1.00-1.005, level with torch.compile (0.997-1.002;
-// rows_exact, 64 lanes per row; the general rows kernel was 0.4-0.8% slower, a warp per row with 4 rows per block
-// 1.02-1.05), 1x64x80x80 5.8 us fp32, 5.5 us fp16/bf16 against copies of 5.0-5.4 us and torch.compile's 6.0 us
-// (cols_small; cols_cached with the same 8 x 32 tiling, the fastest of tx 4-32, ty 4-64, took 6.2-6.5 us fp32).
-// Tried and dropped: thread-block clusters splitting C over 2-4 blocks with partial sums through distributed shared
-// memory (1.2x and worse), 2-4 shared-memory stages per persistent block (1.11-1.15x at C = 1024), evict-first load
-// and store hints (5-15% slower), 32-byte tile rows (1.45x and worse: DRAM bursts are wider), and two other ways to
-// combine the warps' partial sums in columnInvNorm: every thread summing its own columns (small case 10-23% slower),
-// and Triton's way, partials stored per column and summed by all threads with shuffles (small case 2-11% slower,
-// wide fp16/bf16 1-7% slower, det_head level).
+// Measurements behind these choices, and the designs tried and dropped: bench/README.md (L2Norm kernels).
 // x and y are not __restrict__: the launchers accept x == y (in place), and the plain global loads that follow were
 // measured on an H200 no slower (0.5-1% faster on the rows kernel) than the read-only path __restrict__ selects.
 // All arithmetic is FP32; data are float, __half or __nv_bfloat16.

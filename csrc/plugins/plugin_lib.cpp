@@ -7,9 +7,7 @@
 #include "NvInferRuntime.h"
 #include "plugins/common/logging.h"
 #include "plugins/common/plugin_base.h"
-#include "plugins/deform_conv2d/deform_conv2d_plugin.h"
-#include "plugins/efficient_nms/efficient_nms_plugin.h"
-#include "plugins/l2norm/l2norm_plugin.h"
+#include "plugins/creator_table.h"
 
 #include <deque>
 #include <memory>
@@ -20,51 +18,31 @@
 
 namespace
 {
-using torchtrt_ext::plugins::DeformConv2dPluginCreator;
-using torchtrt_ext::plugins::EfficientNmsPluginCreator;
-using torchtrt_ext::plugins::L2NormPluginCreator;
+using torchtrt_ext::plugins::CreatorTable;
 
-//! One creator per op, all for one namespace; the list getCreators returns and registration walks.
-struct Creators
-{
-    explicit Creators(char const* pluginNamespace)
-        : l2norm(pluginNamespace)
-        , deformConv2d(pluginNamespace)
-        , efficientNms(pluginNamespace)
-        , all{&l2norm, &deformConv2d, &efficientNms}
-    {
-    }
-    Creators(Creators const&) = delete;
-    Creators& operator=(Creators const&) = delete;
-
-    L2NormPluginCreator l2norm;
-    DeformConv2dPluginCreator deformConv2d;
-    EfficientNmsPluginCreator efficientNms;
-    nvinfer1::IPluginCreatorV3One* const all[3];
-};
-
-//! Creators made for other namespaces by torchtrt_ext_register_plugins. A registry keeps only pointers, so they live
-//! until the library is unloaded; one set of creators per namespace, however often registration is called.
+//! Creator tables made for other namespaces by torchtrt_ext_register_plugins. A registry keeps only pointers, so they
+//! live until the library is unloaded; one table per namespace, however often registration is called.
 class CreatorStore
 {
 public:
-    Creators& forNamespace(std::string const& pluginNamespace)
+    CreatorTable& forNamespace(std::string const& pluginNamespace)
     {
         std::lock_guard<std::mutex> lock(mMutex);
-        for (auto const& creators : mCreators)
+        for (auto const& table : mTables)
         {
-            if (pluginNamespace == creators->l2norm.getPluginNamespace())
+            if (pluginNamespace == table.first)
             {
-                return *creators;
+                return *table.second;
             }
         }
-        mCreators.push_back(std::make_unique<Creators>(pluginNamespace.c_str()));
-        return *mCreators.back();
+        mTables.emplace_back(pluginNamespace, nullptr);
+        mTables.back().second = std::make_unique<CreatorTable>(mTables.back().first.c_str());
+        return *mTables.back().second;
     }
 
 private:
     std::mutex mMutex;
-    std::deque<std::unique_ptr<Creators>> mCreators;
+    std::deque<std::pair<std::string, std::unique_ptr<CreatorTable>>> mTables;
 };
 
 CreatorStore& creatorStore()
@@ -79,13 +57,9 @@ extern "C" TORCHTRT_EXT_PLUGIN_API nvinfer1::IPluginCreatorInterface* const* get
     nbCreators = 0;
     try
     {
-        static L2NormPluginCreator sL2NormCreator{torchtrt_ext::plugins::kDEFAULT_NAMESPACE};
-        static DeformConv2dPluginCreator sDeformConv2dCreator{torchtrt_ext::plugins::kDEFAULT_NAMESPACE};
-        static EfficientNmsPluginCreator sEfficientNmsCreator{torchtrt_ext::plugins::kDEFAULT_NAMESPACE};
-        static nvinfer1::IPluginCreatorInterface* const kCREATORS[]
-            = {&sL2NormCreator, &sDeformConv2dCreator, &sEfficientNmsCreator};
-        nbCreators = static_cast<int32_t>(sizeof(kCREATORS) / sizeof(kCREATORS[0]));
-        return kCREATORS;
+        static CreatorTable const sTable{torchtrt_ext::plugins::kDEFAULT_NAMESPACE};
+        nbCreators = torchtrt_ext::plugins::kNB_CREATORS;
+        return sTable.interfaces();
     }
     catch (...)
     {
@@ -109,7 +83,7 @@ extern "C" TORCHTRT_EXT_PLUGIN_API bool torchtrt_ext_register_plugins(
     {
         torchtrt_ext::plugins::require(registry != nullptr, "no plugin registry given");
         std::string const ns = pluginNamespace != nullptr ? pluginNamespace : torchtrt_ext::plugins::kDEFAULT_NAMESPACE;
-        for (nvinfer1::IPluginCreatorV3One* creator : creatorStore().forNamespace(ns).all)
+        for (nvinfer1::IPluginCreatorV3One* creator : creatorStore().forNamespace(ns).creators())
         {
             if (registry->getCreator(creator->getPluginName(), creator->getPluginVersion(), ns.c_str()) != nullptr)
             {

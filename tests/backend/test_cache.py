@@ -27,7 +27,7 @@ def _forbid_building(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_builder(*args: object, **kwargs: object) -> None:
         raise AssertionError("the TensorRT builder was invoked on what should be a cache hit")
 
-    monkeypatch.setattr(builder_module, "_build", no_builder)
+    monkeypatch.setattr(builder_module, "engine_from_network", no_builder)
 
 
 def test_second_identical_call_is_a_cache_hit(rtx: str, l2norm_onnx: onnx.ModelProto, isolated_cache: Path,
@@ -115,13 +115,13 @@ def test_cache_switches(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None
 def test_disabled_cache_always_builds(rtx: str, conv_onnx: onnx.ModelProto, isolated_cache: Path,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
-    real = builder_module._build
+    real = builder_module.engine_from_network
 
     def counting(*args: object, **kwargs: object) -> object:
         calls.append(1)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(builder_module, "_build", counting)
+    monkeypatch.setattr(builder_module, "engine_from_network", counting)
     for _ in range(2):
         cached_build_engine(conv_onnx, backend=rtx, progress=False, cache=False)
     assert len(calls) == 2 and not isolated_cache.exists()

@@ -12,7 +12,9 @@ from tests.backend.conftest import raw_custom_graph
 from torchtrt_ext import _native
 from torchtrt_ext.backend import plugins as plugin_modes
 from torchtrt_ext.backend.adapter import TRTApi, load_backend
+from torchtrt_ext.backend.plugin_plan import OpPlan
 from torchtrt_ext.errors import BuildError, LibraryNotFoundError, MissingDependencyError
+from torchtrt_ext.ops.l2norm import SPEC as L2NORM_SPEC
 
 FAKE_TRT = TRTApi("tensorrt", types.SimpleNamespace(__version__="10.13.0"))
 
@@ -23,14 +25,6 @@ def no_cpp_library(monkeypatch: pytest.MonkeyPatch) -> None:
         raise LibraryNotFoundError("libtorchtrt_ext_plugins.so not found")
 
     monkeypatch.setattr(_native, "plugin_library_path", missing)
-
-
-@pytest.fixture
-def cpp_library(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    library = tmp_path / "libtorchtrt_ext_plugins.so"
-    library.write_bytes(b"not really a library")
-    monkeypatch.setattr(_native, "plugin_library_path", lambda: library)
-    return library
 
 
 @pytest.fixture
@@ -63,7 +57,8 @@ def test_auto_prefers_the_cpp_library(cpp_library: Path, custom: onnx.ModelProto
     with caplog.at_level(logging.INFO, logger="torchtrt_ext"):
         plan = plugin_modes.resolve_plugin_mode("auto", FAKE_TRT, custom)
     assert plan.mode == "cpp" and plan.library == cpp_library and plan.library_sha256 is not None
-    assert plan.ops == (("L2Norm", "1", "torchtrt_ext"),)
+    assert [(op.plugin.name, op.plugin.version, op.plugin.namespace, op.route) for op in plan.ops] == [
+        ("L2Norm", "1", "torchtrt_ext", "cpp")]
     assert "plugins='auto': using the C++ plugin library" in caplog.text
 
 
@@ -104,7 +99,8 @@ def test_a_library_tensorrt_cannot_load_raises_and_is_not_cached(rtx: str, tmp_p
     real = TRTApi("tensorrt", load_backend(rtx).trt)
     bad = tmp_path / "libbroken.so"
     bad.write_bytes(b"not a shared library")
-    plan = plugin_modes.PluginPlan("cpp", bad)
+    l2norm = OpPlan(L2NORM_SPEC.plugin_ref, "cpp")  # an op the C++ library serves, so load_plugins loads it
+    plan = plugin_modes.PluginPlan("cpp", bad, None, (l2norm,))
     for _ in range(2):  # a failure must not be remembered as a success
         with pytest.raises(LibraryNotFoundError, match=r"could not load the plugin library .*libbroken\.so.*ldd"):
             plugin_modes.load_plugins(real, plan)

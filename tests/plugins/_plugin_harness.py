@@ -1,4 +1,4 @@
-"""Build and run the C++ conformance harnesses (harness.cpp, harness_deform_conv2d.cpp) against
+"""Build and run the C++ conformance harnesses (harness_l2norm.cpp, harness_deform_conv2d.cpp) against
 libtorchtrt_ext_plugins.so, and the checks every op's harness shares (cpu mode, fields against the op definition)."""
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from torchtrt_ext.ops._spec import OpSpec
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-SOURCE = HERE / "harness.cpp"
+SOURCE = HERE / "harness_l2norm.cpp"
 PLUGIN_SOURCES = sorted((ROOT / "csrc" / "plugins").rglob("*.cpp"))
 _SUMMARY = re.compile(r"^harness (\w+): (\d+) checks, (\d+) failed$", re.MULTILINE)
 
@@ -51,12 +51,12 @@ def compiler() -> str:
 
 
 def compile_harness(out: Path, trt_include: Path, *, sanitize: bool, source: Path = SOURCE) -> Path:
-    """Compile `source` (default harness.cpp) to `out`; with sanitize, under AddressSanitizer and UBSan where the compiler has them
+    """Compile `source` (default harness_l2norm.cpp) to `out`; with sanitize, under AddressSanitizer and UBSan where the compiler has them
     (at -O0: instrumented -O1 takes half a minute to compile)."""
     home = cuda_home()
     libdir = cuda_lib_dir(home)
     cmd = [compiler(), "-std=c++17", "-O0" if sanitize else "-O1", "-g", "-Wall", "-Wextra", "-isystem", str(trt_include),
-           "-isystem", str(home / "include"), str(source), "-o", str(out), "-ldl", f"-L{libdir}", "-lcudart",
+           "-isystem", str(home / "include"), "-I", str(ROOT / "csrc"), str(source), "-o", str(out), "-ldl", f"-L{libdir}", "-lcudart",
            f"-Wl,-rpath,{libdir}"]
     if sanitize:
         cmd[1:1] = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer"]
@@ -99,7 +99,7 @@ def built_library(find: Callable[[], Path], what: str) -> Path:
 
 
 def asan_harness(tmp_path_factory: pytest.TempPathFactory, trt_include: Path, name: str, source: Path = SOURCE) -> Path:
-    """`source` (default harness.cpp) compiled as <tmp>/<name>/<name>_asan under AddressSanitizer/UBSan, for the CPU
+    """`source` (default harness_l2norm.cpp) compiled as <tmp>/<name>/<name>_asan under AddressSanitizer/UBSan, for the CPU
     checks, where the compiler supports them."""
     return compile_harness(tmp_path_factory.mktemp(name) / f"{name}_asan", trt_include, sanitize=True, source=source)
 

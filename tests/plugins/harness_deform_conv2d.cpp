@@ -1,6 +1,6 @@
 // Conformance harness for the DeformConv2d plugin of libtorchtrt_ext_plugins.so: drives it the way TensorRT does,
 // with no TensorRT library (only its public headers; logger finder, expression builder, resource context and registry
-// are the test doubles of test_doubles.h). The L2Norm plugin has its own harness (harness.cpp).
+// are the test doubles of test_doubles.h). The L2Norm plugin has its own harness (harness_l2norm.cpp).
 //
 //   harness_deform_conv2d LIB fields             print the creator's advertised and serialized fields
 //   harness_deform_conv2d LIB cpu                every check that needs no GPU
@@ -10,6 +10,7 @@
 //
 // Each check prints "ok   <name>" or "FAIL <name>: <detail>"; the exit status is the number of failures (capped).
 #include "NvInferRuntime.h"
+#include "plugins/creator_table.h"
 #include "test_doubles.h"
 
 #include <cuda_bf16.h>
@@ -193,7 +194,8 @@ void checkCreators(Checker& c, Library const& lib, IPluginCreatorV3One*& creator
 {
     int32_t n = -1;
     IPluginCreatorInterface* const* creators = lib.getCreators(n);
-    c.check(creators != nullptr && n == 3, "getCreators returns 3 creators (L2Norm, DeformConv2d, EfficientNMS_TRT)", "n=" + std::to_string(n));
+    c.check(creators != nullptr && n == torchtrt_ext::plugins::kNB_CREATORS,
+        "getCreators returns the creator table (kNB_CREATORS creators)", "n=" + std::to_string(n));
     c.check(findCreator(lib, "L2Norm") != nullptr, "getCreators still holds L2Norm 1 in namespace torchtrt_ext");
     creator = findCreator(lib, kNAME);
     c.check(creator != nullptr, "getCreators holds DeformConv2d version 1 in namespace torchtrt_ext (IPluginCreatorV3One)");
@@ -784,12 +786,12 @@ void checkRegistration(Checker& c, Library const& lib)
         return;
     }
     TestRegistry registry;
-    c.check(lib.registerPlugins(&registry, "dcn_models") && registry.registerCalls == 3,
-        "torchtrt_ext_register_plugins(registry, \"dcn_models\") registers every creator");
+    c.check(lib.registerPlugins(&registry, "dcn_models") && registry.registerCalls == torchtrt_ext::plugins::kNB_CREATORS,
+        "torchtrt_ext_register_plugins(registry, \"dcn_models\") registers both creators");
     auto* creator = TestRegistry::asV3(registry.getCreator(kNAME, kVERSION, "dcn_models"));
     c.check(creator != nullptr && std::strcmp(creator->getPluginNamespace(), "dcn_models") == 0,
         "the registry holds DeformConv2d 1 under namespace dcn_models");
-    c.check(lib.registerPlugins(&registry, "dcn_models") && registry.registerCalls == 3,
+    c.check(lib.registerPlugins(&registry, "dcn_models") && registry.registerCalls == torchtrt_ext::plugins::kNB_CREATORS,
         "registering the same namespace again adds no duplicate");
 }
 

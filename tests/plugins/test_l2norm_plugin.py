@@ -1,6 +1,6 @@
 """The L2Norm IPluginV3 in libtorchtrt_ext_plugins.so, driven the way TensorRT drives it, without TensorRT.
 
-tests/plugins/harness.cpp is compiled here against the TensorRT headers and dlopens the library: getCreators ->
+tests/plugins/harness_l2norm.cpp is compiled here against the TensorRT headers and dlopens the library: getCreators ->
 createPlugin from fields -> getOutputShapes (test IExprBuilder, static and dynamic dims) -> the
 supportsFormatCombination matrix -> getFieldsToSerialize -> createPlugin round trip -> clone independence ->
 attachToContext -> bad fields; on a GPU, enqueue for float32/float16/bfloat16 against a CPU reference and against

@@ -18,6 +18,7 @@ from tests.helpers import rel_err
 from tests.plugins import _fake_trtp
 from torchtrt_ext.backend import python_plugins
 from torchtrt_ext.ops import DOMAIN
+from torchtrt_ext.passes import complete_optional_inputs
 from torchtrt_ext.ops.deform_conv2d import SPEC, torch_deform_conv2d
 
 ID = "torchtrt_ext::DeformConv2d"
@@ -78,7 +79,7 @@ def test_complete_optional_inputs_pads_nodes_with_empty_placeholders() -> None:
         "g", [onnx.helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT16, None) for n in ("x", "offset", "weight")],
         [onnx.helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT16, None)])
     model = onnx.helper.make_model(graph)
-    done = python_plugins.complete_optional_inputs(model)
+    done = complete_optional_inputs(model)
     dcn = next(n for n in done.graph.node if n.op_type == "DeformConv2d")
     assert len(dcn.input) == 5 and dcn.input[3] == dcn.input[4]
     cast = next(n for n in done.graph.node if n.output[0] == dcn.input[3])
@@ -88,7 +89,7 @@ def test_complete_optional_inputs_pads_nodes_with_empty_placeholders() -> None:
     order = [n.name for n in done.graph.node]
     assert order.index(cast.name) < order.index("dcn")  # placeholders come before their user
     assert len(model.graph.node[0].input) == 3  # the input model is untouched
-    assert python_plugins.complete_optional_inputs(done).graph.node == done.graph.node  # complete nodes unchanged
+    assert complete_optional_inputs(done).graph.node == done.graph.node  # complete nodes unchanged
 
 
 @pytest.mark.gpu

@@ -1,4 +1,4 @@
-// A stand-in for TensorRT's plugin registry, shared by the test programs of tests/plugins (harness.cpp,
+// A stand-in for TensorRT's plugin registry, shared by the test programs of tests/plugins (harness_l2norm.cpp,
 // autoload_check.cpp): it keeps (creator, namespace) pairs and refuses a second creator of the same name, version and
 // namespace, as TensorRT's registry does.
 #pragma once

@@ -120,6 +120,16 @@ class TRTApi:
                 f"read TensorRT's error in the log 'torchtrt_ext.backend'; check `ldd {path}`; rebuild it here "
                 "(pip install -e .)"))
 
+    @property
+    def has_tensorrt_plugins(self) -> bool:
+        """Whether TensorRT's own plugin library (libnvinfer_plugin: EfficientNMS_TRT, ...) can be registered."""
+        return self.supports_plugins and hasattr(self.trt, "init_libnvinfer_plugins")
+
+    def init_tensorrt_plugins(self) -> None:
+        """Register TensorRT's own plugin creators (namespace "") in the plugin registry."""
+        if not self.trt.init_libnvinfer_plugins(self.make_logger(), ""):
+            raise RuntimeError("init_libnvinfer_plugins returned False")
+
     def make_logger(self, records: list[tuple[str, str]] | None = None) -> trt_t.ILogger:
         """An ILogger forwarding TensorRT messages to Python logging ("torchtrt_ext.backend").
 

@@ -1,9 +1,16 @@
 """``build_engine``: ONNX -> TensorRT network -> serialized engine, with plugins, precision and profiles.
 
-The steps read in order: load the backend -> decide the plugin mode (raising before any parsing when it cannot work)
--> decompose if asked -> precision transform -> plugin-free guard (TensorRT-RTX) -> load plugins -> parse -> configure
--> build -> ``Engine`` with metadata. Caching is a separate step (``torchtrt_ext.cache.cached_build_engine``), so this
-function always builds.
+The steps compose, each a small function (in the manner of Polygraphy's loaders):
+
+1. ``plan_build``: load the backend and the model, resolve the plugin plan (raising before any parsing when it cannot
+   work), the profiles and the settings: everything the engine cache keys on, cheap;
+2. ``graph_for_build``: precision transform -> decompose / complete inputs as planned -> plugin-free guard;
+3. ``network_from_onnx``: load the planned plugins and parse (the doctor reuses this step);
+4. ``configure``: workspace, precision flags, profiles, timing cache, progress, embedded plugins;
+5. ``engine_from_network``: build and serialize; ``build_from_plan`` chains 2-5 into an ``Engine`` with metadata.
+
+Caching is a separate step (``torchtrt_ext.cache.cached_build_engine``, on the same ``BuildPlan``), so
+``build_engine`` always builds.
 """
 from __future__ import annotations
 
@@ -19,15 +26,10 @@ import onnx
 import torch
 
 from torchtrt_ext.backend.adapter import TRTApi, load_backend
-from torchtrt_ext.backend.engine import TRT_DTYPE_NAMES, Engine, EngineMetadata, TensorInfo, atomic_write, plugin_ids
-from torchtrt_ext.backend.plugins import (
-    PluginPlan,
-    assert_plugin_free,
-    load_plugins,
-    prepare_graph,
-    resolve_plugin_mode,
-)
-from torchtrt_ext.backend.precision import PrecisionResult, apply_precision, check_precision
+from torchtrt_ext.backend.engine import TRT_DTYPE_NAMES, Engine, EngineMetadata, TensorInfo, atomic_write
+from torchtrt_ext.backend.plugin_plan import PluginPlan
+from torchtrt_ext.backend.plugins import assert_plugin_free, load_plugins, prepare_graph, resolve_plugin_plan
+from torchtrt_ext.passes.precision import PrecisionResult, apply_precision, check_precision
 from torchtrt_ext.backend.profiles import (
     DEFAULT_MAX_BATCH,
     GraphShape,
@@ -36,7 +38,7 @@ from torchtrt_ext.backend.profiles import (
     normalize_profiles,
     profiles_for_graph,
 )
-from torchtrt_ext.errors import BuildError, InvalidInputError, failure
+from torchtrt_ext.errors import BuildError, InvalidInputError, OnnxParseError, failure
 
 if TYPE_CHECKING:
     import tensorrt as trt_t
@@ -49,6 +51,7 @@ DEFAULT_WORKSPACE = 4 << 30  # bytes; capped at half the GPU's memory when one i
 _PARSER_REMEDY = ("map the op to supported ops at export, decompose it (plugins='decompose'), or provide a plugin; "
                   "for plugin nodes: load the plugin library and check the node's op_type, plugin_version and "
                   "plugin_namespace")
+_NO_FAILING_NODE = "  (TensorRT reported no node; see the log 'torchtrt_ext.backend')"
 _BUILD_REMEDY = ("for 'could not find any implementation': try precision='fp32' or narrow the dynamic shape range "
                  "(profiles=); read the TensorRT messages above (logger 'torchtrt_ext.backend')")
 
@@ -111,6 +114,76 @@ def build_settings(*, backend: str, precision: str, workspace: int | None, plugi
             "embed_plugins": embed_plugins, "profiles": [p.to_json() for p in profiles], "max_batch": max_batch}
 
 
+@dataclasses.dataclass(frozen=True)
+class BuildPlan:
+    """What a build will do, decided before any graph work: the engine cache keys on ``settings`` and ``plan``."""
+
+    api: TRTApi
+    model: onnx.ModelProto
+    plan: PluginPlan
+    precision: str
+    profiles: tuple[Profile, ...]
+    workspace: int | None
+    embed_plugins: bool
+    settings: dict[str, Any]
+
+
+def plan_build(onnx_model_or_path: OnnxSource, *, backend: str = "tensorrt", precision: str = "fp32",
+               profiles: ProfileSpec | Sequence[ProfileSpec] | None = None, workspace: int | None = None,
+               plugins: str = "auto", embed_plugins: bool = False, max_batch: int = DEFAULT_MAX_BATCH) -> BuildPlan:
+    """Step 1: the backend, the model, the plugin plan (resolved once, per op), the profiles and the settings.
+
+    Arguments as ``build_engine``. Raises for impossible combinations before any parsing.
+    """
+    api = load_backend(backend)
+    model = load_onnx(onnx_model_or_path)
+    check_precision(precision)
+    plan = resolve_plugin_plan(plugins, api, model)  # raises for cpp/python on tensorrt_rtx, before any parsing
+    if embed_plugins and not (plan.mode == "cpp" and api.can_embed_plugins()):
+        raise InvalidInputError(failure(
+            f"embed_plugins=True with plugin mode {plan.mode!r} on {api.name}",
+            "the C++ plugin library (plugins='cpp' or 'auto' with the library built) on backend='tensorrt'",
+            "drop embed_plugins, or build the plugin library and use backend='tensorrt'"))
+    # graph inputs keep their names and exported types through precision and decomposition
+    full_profiles = profiles_for_graph(graph_inputs(model), normalize_profiles(profiles), max_batch=max_batch)
+    settings = build_settings(backend=backend, precision=precision, workspace=workspace, plugins=plan.mode,
+                              embed_plugins=embed_plugins, profiles=full_profiles, max_batch=max_batch)
+    return BuildPlan(api, model, plan, precision, tuple(full_profiles), workspace, embed_plugins, settings)
+
+
+def graph_for_build(build: BuildPlan) -> PrecisionResult:
+    """Step 2: the graph TensorRT parses: typed for the precision, then decomposed / completed as planned, then
+    checked plugin-free where the backend aborts on plugins."""
+    # precision first: custom nodes are opaque to it and keep FP32 math, also once decomposed
+    typed = apply_precision(build.model, build.precision)
+    typed = dataclasses.replace(typed, model=prepare_graph(typed.model, build.plan))
+    assert_plugin_free(typed.model, build.api)  # the last line: nothing non-standard reaches tensorrt_rtx
+    return typed
+
+
+def build_from_plan(build: BuildPlan, *, timing_cache: str | os.PathLike[str] | None = None, progress: bool = True,
+                    output_tree: dict[str, Any] | None = None) -> Engine:
+    """Steps 2-5: the engine of a ``BuildPlan``, with its metadata (the plan recorded per op)."""
+    api, plan = build.api, build.plan
+    typed = graph_for_build(build)
+    records: list[tuple[str, str]] = []
+    logger = api.make_logger(records)
+    builder, network = network_from_onnx(api, typed.model, plan, logger)
+    config = configure(api, builder, network, typed, build.profiles, plan, workspace=build.workspace,
+                       timing_cache=timing_cache, progress=progress, embed=build.embed_plugins)
+    plan_bytes = engine_from_network(api, builder, network, config, records, timing_cache=timing_cache)
+    inputs = tuple(_info(network.get_input(i)) for i in range(network.num_inputs))
+    outputs = tuple(_info(network.get_output(i)) for i in range(network.num_outputs))
+    gpu_name, cc = current_gpu()
+    from torchtrt_ext import __version__ as ours
+    metadata = EngineMetadata(
+        inputs=inputs, outputs=outputs, profiles=build.profiles, build=build.settings, backend=api.name,
+        trt_version=api.version, gpu_name=gpu_name, compute_capability=cc, plugins=plan.plugin_ids,
+        plugin_mode=plan.mode, plugin_ops=plan.ops, plugin_library_sha256=plan.library_sha256,
+        plugins_embedded=build.embed_plugins, output_tree=output_tree, torchtrt_ext_version=ours)
+    return Engine(plan_bytes, metadata)
+
+
 def build_engine(onnx_model_or_path: OnnxSource, *, backend: str = "tensorrt", precision: str = "fp32",
                  profiles: ProfileSpec | Sequence[ProfileSpec] | None = None, workspace: int | None = None,
                  plugins: str = "auto", timing_cache: str | os.PathLike[str] | None = None, progress: bool = True,
@@ -131,34 +204,9 @@ def build_engine(onnx_model_or_path: OnnxSource, *, backend: str = "tensorrt", p
         output_tree: structure of the original model's outputs, recorded for ``TRTModule``. Default None (flat).
         max_batch: upper batch bound of the default profile. Default 32.
     """
-    api = load_backend(backend)
-    model = load_onnx(onnx_model_or_path)
-    check_precision(precision)
-    plan = resolve_plugin_mode(plugins, api, model)  # raises for cpp/python on tensorrt_rtx, before any parsing
-    if embed_plugins and not (plan.mode == "cpp" and api.can_embed_plugins()):
-        raise InvalidInputError(failure(
-            f"embed_plugins=True with plugin mode {plan.mode!r} on {api.name}",
-            "the C++ plugin library (plugins='cpp' or 'auto' with the library built) on backend='tensorrt'",
-            "drop embed_plugins, or build the plugin library and use backend='tensorrt'"))
-    # precision first: custom nodes are opaque to it and keep FP32 math, also once decomposed
-    typed = apply_precision(model, precision)
-    typed = dataclasses.replace(typed, model=prepare_graph(typed.model, plan))
-    assert_plugin_free(typed.model, api)  # the last line: nothing non-standard reaches tensorrt_rtx
-    load_plugins(api, plan)
-    full_profiles = profiles_for_graph(graph_inputs(typed.model), normalize_profiles(profiles), max_batch=max_batch)
-    settings = build_settings(backend=backend, precision=precision, workspace=workspace, plugins=plan.mode,
-                              embed_plugins=embed_plugins, profiles=full_profiles, max_batch=max_batch)
-    plan_bytes, inputs, outputs = _build(api, typed, full_profiles, plan, workspace=workspace,
-                                         timing_cache=timing_cache, progress=progress, embed=embed_plugins)
-    gpu_name, cc = current_gpu()
-    from torchtrt_ext import __version__ as ours
-    metadata = EngineMetadata(
-        inputs=inputs, outputs=outputs, profiles=tuple(full_profiles), build=settings, backend=backend,
-        trt_version=api.version, gpu_name=gpu_name, compute_capability=cc,
-        plugins=plugin_ids(plan.ops) if plan.needs_plugins else (), plugin_mode=plan.mode,
-        plugin_library_sha256=plan.library_sha256, plugins_embedded=embed_plugins, output_tree=output_tree,
-        torchtrt_ext_version=ours)
-    return Engine(plan_bytes, metadata)
+    build = plan_build(onnx_model_or_path, backend=backend, precision=precision, profiles=profiles,
+                       workspace=workspace, plugins=plugins, embed_plugins=embed_plugins, max_batch=max_batch)
+    return build_from_plan(build, timing_cache=timing_cache, progress=progress, output_tree=output_tree)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,27 +232,32 @@ def parser_errors(parser: trt_t.OnnxParser, model: onnx.ModelProto) -> list[Pars
     return errors
 
 
-def _parse(api: TRTApi, network: trt_t.INetworkDefinition, logger: trt_t.ILogger, model: onnx.ModelProto) -> None:
+def network_from_onnx(api: TRTApi, model: onnx.ModelProto, plan: PluginPlan, logger: trt_t.ILogger
+                      ) -> tuple[trt_t.Builder, trt_t.INetworkDefinition]:
+    """Step 3: load the plan's plugins and parse ``model`` into a (strongly typed where weak typing is gone) network.
+
+    Raises OnnxParseError (a BuildError) listing the failing nodes when the parser rejects the graph.
+    """
+    load_plugins(api, plan)
+    builder: trt_t.Builder = api.trt.Builder(logger)
+    network: trt_t.INetworkDefinition = builder.create_network(api.network_flags())  # strongly typed everywhere
     parser: trt_t.OnnxParser = api.trt.OnnxParser(network, logger)
     if parser.parse(model.SerializeToString()):
-        return
-    failures = [f"  - node {e.node} ({e.op_type}): {e.desc}" for e in parser_errors(parser, model)]
-    listed = "\n".join(failures) or "  (TensorRT reported no node; see the log 'torchtrt_ext.backend')"
-    raise BuildError(f"{api.name} {api.version} could not parse the ONNX graph; failing nodes:\n{listed}\n"
-                     f"Expected: nodes TensorRT's ONNX parser supports, or plugin nodes whose plugin is loaded. "
-                     f"Remedy: {_PARSER_REMEDY}")
+        return builder, network
+    errors = parser_errors(parser, model)
+    listed = "\n".join(f"  - node {e.node} ({e.op_type}): {e.desc}" for e in errors)
+    raise OnnxParseError(f"{api.name} {api.version} could not parse the ONNX graph; failing nodes:\n"
+                         f"{listed or _NO_FAILING_NODE}",
+                         expected="nodes TensorRT's ONNX parser supports, or plugin nodes whose plugin is loaded",
+                         remedy=_PARSER_REMEDY, nodes=tuple(errors))
 
 
-def _build(api: TRTApi, typed: PrecisionResult, profiles: Sequence[Profile], plan: PluginPlan, *,
-           workspace: int | None, timing_cache: str | os.PathLike[str] | None, progress: bool,
-           embed: bool) -> tuple[bytes, tuple[TensorInfo, ...], tuple[TensorInfo, ...]]:
+def configure(api: TRTApi, builder: trt_t.Builder, network: trt_t.INetworkDefinition, typed: PrecisionResult,
+              profiles: Sequence[Profile], plan: PluginPlan, *, workspace: int | None,
+              timing_cache: str | os.PathLike[str] | None, progress: bool, embed: bool) -> trt_t.IBuilderConfig:
+    """Step 4: the builder config: workspace, weak-typing precision flags (TensorRT 10.x), profiles, timing cache,
+    progress monitor, the plugin library to embed."""
     trt = api.trt
-    records: list[tuple[str, str]] = []
-    logger = api.make_logger(records)
-    builder: trt_t.Builder = trt.Builder(logger)
-    network: trt_t.INetworkDefinition = builder.create_network(api.network_flags())  # strongly typed everywhere
-    _parse(api, network, logger, typed.model)
-
     config: trt_t.IBuilderConfig = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace or default_workspace())
     for flag in api.capture_flags():  # any engine may later run with cuda_graphs=True
@@ -219,9 +272,7 @@ def _build(api: TRTApi, typed: PrecisionResult, profiles: Sequence[Profile], pla
                                       api.dims(shape_range.max))
         config.add_optimization_profile(opt_profile)
 
-    cache_path = Path(timing_cache) if timing_cache is not None and not api.is_rtx else None
-    if timing_cache is not None and api.is_rtx:
-        log.info("timing_cache ignored: %s has no timing cache", api.name)
+    cache_path = _timing_cache_path(api, timing_cache)
     if cache_path is not None:
         blob = cache_path.read_bytes() if cache_path.is_file() else b""
         config.set_timing_cache(config.create_timing_cache(blob), False)
@@ -231,21 +282,34 @@ def _build(api: TRTApi, typed: PrecisionResult, profiles: Sequence[Profile], pla
     if embed:
         assert plan.library is not None
         api.set_plugins_to_serialize(config, [str(plan.library)])
+    return config
 
+
+def _timing_cache_path(api: TRTApi, timing_cache: str | os.PathLike[str] | None) -> Path | None:
+    if timing_cache is not None and api.is_rtx:
+        log.info("timing_cache ignored: %s has no timing cache", api.name)
+        return None
+    return Path(timing_cache) if timing_cache is not None else None
+
+
+def engine_from_network(api: TRTApi, builder: trt_t.Builder, network: trt_t.INetworkDefinition,
+                        config: trt_t.IBuilderConfig, records: list[tuple[str, str]], *,
+                        timing_cache: str | os.PathLike[str] | None) -> bytes:
+    """Step 5: build and serialize; writes the timing cache back. ``records``: the logger's (level, message) list,
+    quoted when the build fails."""
     started = time.monotonic()
     serialized = builder.build_serialized_network(network, config)
     if serialized is None:
         messages = "\n".join(f"  {level}: {msg}" for level, msg in records[-15:]) or "  (no message)"
-        raise BuildError(f"{api.name} {api.version} failed to build the engine. TensorRT said:\n{messages}\n"
-                         f"Expected: a network TensorRT can implement with the given precision and profiles. "
-                         f"Remedy: {_BUILD_REMEDY}")
+        raise BuildError(f"{api.name} {api.version} failed to build the engine. TensorRT said:\n{messages}",
+                         expected="a network TensorRT can implement with the given precision and profiles",
+                         remedy=_BUILD_REMEDY)
     plan_bytes = bytes(serialized)
     log.info("built %s engine: %d bytes in %.1f s", api.name, len(plan_bytes), time.monotonic() - started)
+    cache_path = _timing_cache_path(api, timing_cache)
     if cache_path is not None:
         atomic_write(cache_path, bytes(config.get_timing_cache().serialize()))
-    inputs = tuple(_info(network.get_input(i)) for i in range(network.num_inputs))
-    outputs = tuple(_info(network.get_output(i)) for i in range(network.num_outputs))
-    return plan_bytes, inputs, outputs
+    return plan_bytes
 
 
 def _info(tensor: trt_t.ITensor) -> TensorInfo:

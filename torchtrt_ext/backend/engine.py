@@ -16,10 +16,11 @@ import json
 import os
 import struct
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from torchtrt_ext.backend.plugin_plan import OpPlan
 from torchtrt_ext.backend.profiles import Profile
 from torchtrt_ext.errors import CorruptEngineError, EngineCompatibilityError, InvalidInputError, failure
 
@@ -63,7 +64,8 @@ class EngineMetadata:
     gpu_name: str | None = None
     compute_capability: str | None = None  # "8.9"; None when built without a GPU (TensorRT-RTX on a CPU machine)
     plugins: tuple[str, ...] = ()  # "torchtrt_ext::L2Norm:1" for each plugin op the engine needs at run time
-    plugin_mode: str = "none"  # "cpp", "python", "decompose" or "none"
+    plugin_mode: str = "none"  # "cpp", "python", "decompose", "tensorrt" or "none" (PluginPlan.mode)
+    plugin_ops: tuple[OpPlan, ...] = ()  # per custom op: its plugin binding and route (backend.plugin_plan)
     plugin_library_sha256: str | None = None
     plugins_embedded: bool = False
     output_tree: Mapping[str, Any] | None = None  # structure of the original model's outputs (runtime.output_tree)
@@ -95,6 +97,7 @@ class EngineMetadata:
             "compute_capability": self.compute_capability,
             "plugins": list(self.plugins),
             "plugin_mode": self.plugin_mode,
+            "plugin_ops": [op.to_json() for op in self.plugin_ops],
             "plugin_library_sha256": self.plugin_library_sha256,
             "plugins_embedded": self.plugins_embedded,
             "output_tree": self.output_tree,
@@ -118,6 +121,7 @@ class EngineMetadata:
             compute_capability=data.get("compute_capability"),
             plugins=tuple(data.get("plugins", ())),
             plugin_mode=str(data.get("plugin_mode", "none")),
+            plugin_ops=tuple(OpPlan.from_json(op) for op in data.get("plugin_ops", ())),
             plugin_library_sha256=data.get("plugin_library_sha256"),
             plugins_embedded=bool(data.get("plugins_embedded", False)),
             output_tree=data.get("output_tree"),
@@ -242,8 +246,3 @@ def with_suppressed_unlink(path: str) -> None:
         os.unlink(path)
     except OSError:
         pass
-
-
-def plugin_ids(op_types: Sequence[tuple[str, str, str]]) -> tuple[str, ...]:
-    """("L2Norm", "1", "torchtrt_ext") -> "torchtrt_ext::L2Norm:1", sorted and unique."""
-    return tuple(sorted({f"{ns}::{name}:{version}" for name, version, ns in op_types}))

@@ -1,23 +1,24 @@
-"""How custom nodes reach TensorRT: the C++ plugin library, the Python plugins, or their decomposition.
+"""How custom nodes reach TensorRT: one plan per op (``backend.plugin_plan``), resolved once per build.
 
-``plugins=`` modes:
+Each op is bound to its plugin by its definition (``OpSpec.plugin``: name, version, namespace, provider). ``plugins=``
+picks the route of our own ops:
 
 - ``"cpp"``: load ``libtorchtrt_ext_plugins.so`` into TensorRT's plugin registry (IPluginV3 creators);
 - ``"python"``: register the same ops as TensorRT Python plugins (``backend/python_plugins.py``);
 - ``"decompose"``: replace every torchtrt_ext node by standard ONNX ops (no plugin needed, slower);
 - ``"auto"``: C++ when the library is built, else Python; on TensorRT-RTX always ``"decompose"`` (logged).
 
-TensorRT-RTX aborts the whole process when a node maps to any plugin, so with that backend ``"cpp"`` and
+An op bound to a plugin TensorRT itself provides (``provider="tensorrt"``, e.g. ``EfficientNMS_TRT``) takes TensorRT's
+plugin library (route ``"tensorrt"``) unless ``plugins="decompose"``; ``"auto"`` decomposes it where that library is
+missing. TensorRT-RTX aborts the whole process when a node maps to any plugin, so with that backend ``"cpp"`` and
 ``"python"`` raise before the parser sees the graph, and ``assert_plugin_free`` refuses, as a last line, any graph
 with a node outside the standard ONNX operator set.
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable
 
@@ -25,7 +26,9 @@ import onnx
 
 from torchtrt_ext import _native
 from torchtrt_ext.backend.adapter import TRTApi
-from torchtrt_ext.backend.python_plugins import complete_optional_inputs, register_python_plugins
+from torchtrt_ext.backend.engine import EngineMetadata
+from torchtrt_ext.backend.plugin_plan import OpPlan, PluginPlan
+from torchtrt_ext.backend.python_plugins import register_python_plugins
 from torchtrt_ext.errors import (
     BuildError,
     InvalidInputError,
@@ -33,79 +36,31 @@ from torchtrt_ext.errors import (
     TorchTRTExtError,
     failure,
 )
-from torchtrt_ext.ops._spec import DOMAIN
-from torchtrt_ext.passes.decompose import decompose_custom_ops
+from torchtrt_ext.ops._spec import DOMAIN, PROVIDER_OURS, PROVIDER_TENSORRT, PluginRef, registered_ops
+from torchtrt_ext.passes import complete_optional_inputs, decompose_custom_ops
+from torchtrt_ext.passes.onnx_util import custom_nodes, node_attr, non_standard_nodes
 
 log = logging.getLogger("torchtrt_ext.backend")
 
 PLUGIN_MODES = ("auto", "cpp", "python", "decompose")
-STANDARD_DOMAINS = ("", "ai.onnx")
 
 
-@dataclasses.dataclass(frozen=True)
-class PluginPlan:
-    """What the build does about custom nodes. ``mode`` is "cpp", "python", "decompose" or "none" (no custom nodes)."""
-
-    mode: str
-    library: Path | None = None
-    library_sha256: str | None = None
-    ops: tuple[tuple[str, str, str], ...] = ()  # (op_type, plugin_version, plugin_namespace) per custom op used
-
-    @property
-    def needs_plugins(self) -> bool:
-        return self.mode in ("cpp", "python")
-
-
-def _walk(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
-    for node in graph.node:
-        yield node
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _walk(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for sub in attr.graphs:
-                    yield from _walk(sub)
-
-
-def all_nodes(model: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
-    """Every node: the main graph, subgraphs (If/Loop/Scan bodies) and model-local functions."""
-    yield from _walk(model.graph)
-    for function in model.functions:
-        yield from function.node
-
-
-def custom_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
-    """The torchtrt_ext nodes of ``model`` (anywhere in it)."""
-    return [n for n in all_nodes(model) if n.domain == DOMAIN]
-
-
-def node_attr(node: onnx.NodeProto, name: str, default: str) -> str:
-    """The attribute ``name`` of ``node`` as a string (``default`` when the node does not have it)."""
-    for a in node.attribute:
-        if a.name == name:
-            value = onnx.helper.get_attribute_value(a)
-            return value.decode() if isinstance(value, bytes) else str(value)
-    return default
+def plugin_refs(model: onnx.ModelProto) -> tuple[PluginRef, ...]:
+    """The plugin binding of each distinct torchtrt_ext op in ``model``, sorted: name, version and namespace from the
+    node, the provider from the op's definition (ours when the op is not defined in this process)."""
+    specs = {op.spec.name: op.spec for op in registered_ops().values()}
+    refs = set()
+    for node in custom_nodes(model):
+        spec = specs.get(node.op_type)
+        provider = spec.plugin_ref.provider if spec is not None else PROVIDER_OURS
+        refs.add(PluginRef(node.op_type, node_attr(node, "plugin_version", "1"),
+                           node_attr(node, "plugin_namespace", DOMAIN), provider))
+    return tuple(sorted(refs, key=lambda r: (r.name, r.version, r.namespace, r.provider)))
 
 
 def plugin_ops(model: onnx.ModelProto) -> tuple[tuple[str, str, str], ...]:
     """(op_type, plugin_version, plugin_namespace) for each distinct custom op in the model, sorted."""
-    return tuple(sorted({(n.op_type, node_attr(n, "plugin_version", "1"), node_attr(n, "plugin_namespace", DOMAIN))
-                         for n in custom_nodes(model)}))
-
-
-def non_standard_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
-    """Nodes the ONNX parser would hand to its plugin importer: any domain other than the standard one, or a
-    standard-domain op type ONNX does not define. Calls of model-local functions are fine (the parser inlines them;
-    their bodies are checked instead)."""
-    local = {(f.domain, f.name) for f in model.functions}
-    bad = []
-    for node in all_nodes(model):
-        if (node.domain, node.op_type) in local:
-            continue
-        if node.domain not in STANDARD_DOMAINS or not onnx.defs.has(node.op_type):
-            bad.append(node)
-    return bad
+    return tuple((r.name, r.version, r.namespace) for r in plugin_refs(model))
 
 
 def assert_plugin_free(model: onnx.ModelProto, api: TRTApi) -> None:
@@ -123,11 +78,96 @@ def assert_plugin_free(model: onnx.ModelProto, api: TRTApi) -> None:
             "custom nodes at export, or use backend='tensorrt' with the plugin library"))
 
 
-def resolve_plugin_mode(requested: str, api: TRTApi, model: onnx.ModelProto) -> PluginPlan:
-    """Decide how the custom nodes of ``model`` reach ``api``; raise before any parsing when it cannot work."""
+def _names(refs: tuple[PluginRef, ...]) -> str:
+    return ", ".join(r.name for r in refs)
+
+
+def _our_plugins() -> tuple[str, Path | None, str]:
+    """What serves our own ops where plugins are possible: ("cpp", library, how) when the C++ library is built, else
+    ("python", None, how) once the Python plugins are registered; BuildError-worthy reasons raised as
+    ``_NoPlugins``."""
+    try:
+        library = _native.plugin_library_path()
+    except LibraryNotFoundError as cpp_error:
+        try:
+            _register_python_once()
+        except TorchTRTExtError as py_error:
+            raise _NoPlugins(cpp_error, py_error) from None
+        return "python", None, "Python plugins (tensorrt.plugin)"
+    return "cpp", library, f"C++ plugin library {library}"
+
+
+class _NoPlugins(Exception):
+    """Neither the C++ library nor the Python plugins are available; both reasons kept."""
+
+    def __init__(self, cpp_error: TorchTRTExtError, py_error: TorchTRTExtError) -> None:
+        super().__init__(f"C++: {cpp_error} | Python: {py_error}")
+        self.cpp_error, self.py_error = cpp_error, py_error
+
+
+def auto_route(ref: PluginRef, api: TRTApi | None, backend: str) -> tuple[str | None, str]:
+    """The plugin route ``plugins="auto"`` gives the op ``ref`` on ``backend`` (``api``: its loaded TensorRT, None
+    where it is not installed): (route, how), or (None, why no plugin serves it). What the doctor reports."""
+    if not (api.supports_plugins if api is not None else backend != "tensorrt_rtx"):
+        return None, (f"{backend} aborts the process on any plugin node, so torchtrt_ext never gives it one; "
+                      "use backend='tensorrt' with the plugin library")
+    if ref.provider == PROVIDER_TENSORRT:
+        if api is not None and api.has_tensorrt_plugins:
+            return "tensorrt", f"TensorRT's own plugin library ({api.name} {api.version})"
+        return None, f"TensorRT's own plugin library (libnvinfer_plugin), which {backend} does not provide here"
+    try:
+        route, _, how = _our_plugins()
+    except _NoPlugins as exc:
+        return None, (f"build the C++ plugin library ({exc.cpp_error.remedy or exc.cpp_error}), or install "
+                      f"TensorRT >= 10.6 for the Python plugins ({exc.py_error.what})")
+    return route, how
+
+
+def _our_route(requested: str, api: TRTApi, refs: tuple[PluginRef, ...]) -> tuple[str, Path | None]:
+    """(route, C++ library or None) of our own ops for ``requested`` on a plugin-capable ``api``."""
+    if requested == "decompose":
+        return "decompose", None
+    if requested == "cpp":
+        return "cpp", _native.plugin_library_path()  # LibraryNotFoundError carries the build remedy
+    if requested == "python":
+        _register_python_once()  # raises with the reason when unavailable (no tensorrt.plugin, ...)
+        return "python", None
+    try:
+        route, library, _ = _our_plugins()
+    except _NoPlugins as exc:
+        raise BuildError(failure(
+            f"plugins='auto' found no way to run {_names(refs)} on {api.name}: {exc}",
+            "the C++ plugin library or the Python plugins",
+            "build the plugin library (pip install -e . with TensorRT headers), or pass plugins='decompose'")) from None
+    if route == "cpp":
+        log.info("plugins='auto': using the C++ plugin library %s for %s", library, _names(refs))
+    else:
+        log.info("plugins='auto': C++ plugin library not built, using the Python plugins for %s", _names(refs))
+    return route, library
+
+
+def _tensorrt_route(requested: str, api: TRTApi, refs: tuple[PluginRef, ...]) -> str:
+    """The route of ops whose plugin TensorRT's own plugin library provides."""
+    if requested == "decompose":
+        return "decompose"
+    if api.has_tensorrt_plugins:
+        return "tensorrt"
+    if requested == "auto":
+        log.info("plugins='auto': %s has no TensorRT plugin library, decomposing %s", api.name, _names(refs))
+        return "decompose"
+    raise BuildError(failure(
+        f"plugins={requested!r}: {_names(refs)} need TensorRT's own plugin library, which {api.name} {api.version} "
+        "does not have", "a TensorRT with libnvinfer_plugin (tensorrt.init_libnvinfer_plugins)",
+        "pass plugins='decompose' (or 'auto')"))
+
+
+def resolve_plugin_plan(requested: str, api: TRTApi, model: onnx.ModelProto) -> PluginPlan:
+    """Decide, once per build, how each custom op of ``model`` reaches ``api``; raise before any parsing when it
+    cannot work. Registers the Python plugins when the plan takes them."""
     if requested not in PLUGIN_MODES:
         raise InvalidInputError(failure(f"plugins={requested!r} is not a plugin mode", f"one of {PLUGIN_MODES}",
                                         "pass plugins='auto'"))
+    refs = plugin_refs(model)
     if not api.supports_plugins:
         if requested in ("cpp", "python"):
             raise BuildError(failure(
@@ -136,64 +176,81 @@ def resolve_plugin_mode(requested: str, api: TRTApi, model: onnx.ModelProto) -> 
                 "any plugin node",
                 "pass plugins='decompose' (or 'auto', which decomposes on tensorrt_rtx), or backend='tensorrt' for "
                 "the plugin path"))
-        if requested == "auto" and plugin_ops(model):
+        if requested == "auto" and refs:
             log.info("plugins='auto' on %s: using 'decompose' (custom nodes become standard ONNX ops; TensorRT-RTX "
                      "cannot take plugin nodes)", api.name)
         requested = "decompose"
-    ops = plugin_ops(model)
-    if not ops:
+    if not refs:
         return PluginPlan("none")
-    if requested == "decompose":
-        return PluginPlan("decompose", ops=ops)
-    if requested == "cpp":
-        library = _native.plugin_library_path()  # LibraryNotFoundError carries the build remedy
-        return PluginPlan("cpp", library, file_sha256(library), ops)
-    if requested == "python":
-        _register_python_once()  # raises with the reason when unavailable (no tensorrt.plugin, ...)
-        return PluginPlan("python", ops=ops)
-    # auto on a plugin-capable backend: C++ if built, else Python
-    try:
+    ours = tuple(r for r in refs if r.provider == PROVIDER_OURS)
+    theirs = tuple(r for r in refs if r.provider == PROVIDER_TENSORRT)
+    our_route, library = _our_route(requested, api, ours) if ours else ("", None)
+    their_route = _tensorrt_route(requested, api, theirs) if theirs else ""
+    ops = tuple(OpPlan(r, our_route if r.provider == PROVIDER_OURS else their_route) for r in refs)
+    return PluginPlan(our_route or their_route, library, file_sha256(library) if library else None, ops)
+
+
+def resolve_plugin_mode(requested: str, api: TRTApi, model: onnx.ModelProto) -> PluginPlan:
+    """The former name of :func:`resolve_plugin_plan` (the same function)."""
+    return resolve_plugin_plan(requested, api, model)
+
+
+def plan_from_metadata(metadata: EngineMetadata) -> PluginPlan:
+    """The plugin plan an engine was built with, as this machine can serve it: the one reader of the metadata's
+    per-op record, used by the runtime and ``torchtrt-ext inspect``.
+
+    An engine whose C++ plugins are not embedded points at this machine's plugin library (a warning when it differs
+    from the one the engine was built with). Raises LibraryNotFoundError when that library is not built here.
+    """
+    ops = metadata.plugin_ops
+    if not ops and metadata.plugin_mode in ("cpp", "python"):  # written before the per-op record existed
+        ops = tuple(OpPlan(PluginRef(*_split_id(i)), metadata.plugin_mode) for i in metadata.plugins)
+    library = None
+    digest = metadata.plugin_library_sha256
+    if any(op.route == "cpp" for op in ops) and not metadata.plugins_embedded:
         library = _native.plugin_library_path()
-    except LibraryNotFoundError as cpp_error:
-        try:
-            _register_python_once()
-        except TorchTRTExtError as py_error:
-            raise BuildError(failure(
-                f"plugins='auto' found no way to run {', '.join(o[0] for o in ops)} on {api.name}: C++: {cpp_error} "
-                f"| Python: {py_error}", "the C++ plugin library or the Python plugins",
-                "build the plugin library (pip install -e . with TensorRT headers), or pass plugins='decompose'"))
-        log.info("plugins='auto': C++ plugin library not built, using the Python plugins for %s",
-                 ", ".join(o[0] for o in ops))
-        return PluginPlan("python", ops=ops)
-    log.info("plugins='auto': using the C++ plugin library %s for %s", library, ", ".join(o[0] for o in ops))
-    return PluginPlan("cpp", library, file_sha256(library), ops)
+        digest = file_sha256(library)
+        if metadata.plugin_library_sha256 and digest != metadata.plugin_library_sha256:
+            log.warning("plugin library %s differs from the one the engine was built with (sha256 %s..., built "
+                        "with %s...); if loading fails, rebuild the engine", library, digest[:12],
+                        metadata.plugin_library_sha256[:12])
+    return PluginPlan(metadata.plugin_mode, library, digest, ops)
+
+
+def _split_id(plugin_id: str) -> tuple[str, str, str]:
+    """"<namespace>::<name>:<version>" -> (name, version, namespace)."""
+    namespace, rest = plugin_id.split("::", 1)
+    name, version = rest.rsplit(":", 1)
+    return name, version, namespace
+
+
+def prepare_graph(model: onnx.ModelProto, plan: PluginPlan) -> onnx.ModelProto:
+    """The graph to parse: the ops the plan decomposes replaced by standard ops; with Python plugins, every optional
+    input present (a tensorrt.plugin has a fixed input count: absent ones become empty placeholders)."""
+    decomposed = plan.op_types("decompose")
+    if decomposed:
+        before = len(custom_nodes(model))
+        model = decompose_custom_ops(model, op_types=decomposed)
+        log.info("decomposed %d torchtrt_ext node(s) (%s) into standard ONNX ops", before - len(custom_nodes(model)),
+                 ", ".join(decomposed))
+    python = plan.op_types("python")
+    return complete_optional_inputs(model, op_types=python) if python else model
+
+
+def load_plugins(api: TRTApi, plan: PluginPlan) -> None:
+    """Make the plan's plugins visible to ``api``'s registry (once per process)."""
+    routes = {op.route for op in plan.ops}
+    if plan.library is not None and "cpp" in routes:
+        _load_library_once(api, str(plan.library))
+    if "python" in routes:
+        _register_python_once()
+    if "tensorrt" in routes:
+        _init_tensorrt_plugins_once(api)
 
 
 def python_plugins_entry() -> Callable[[], Any]:
     """The function registering the Python TensorRT plugins (it raises MissingDependencyError without TensorRT)."""
     return register_python_plugins
-
-
-def prepare_graph(model: onnx.ModelProto, plan: PluginPlan) -> onnx.ModelProto:
-    """The graph to parse: decomposed when the plan says so; with Python plugins, every optional input present (a
-    tensorrt.plugin has a fixed input count: absent ones become empty placeholders); else unchanged."""
-    if plan.mode == "python":
-        return complete_optional_inputs(model)
-    if plan.mode != "decompose":
-        return model
-    decomposed = decompose_custom_ops(model)
-    log.info("decomposed %d torchtrt_ext node(s) (%s) into standard ONNX ops", len(custom_nodes(model)),
-             ", ".join(o[0] for o in plan.ops))
-    return decomposed
-
-
-def load_plugins(api: TRTApi, plan: PluginPlan) -> None:
-    """Make the plan's plugins visible to ``api``'s registry (once per process)."""
-    if plan.mode == "cpp":
-        assert plan.library is not None
-        _load_library_once(api, str(plan.library))
-    elif plan.mode == "python":
-        _register_python_once()
 
 
 @functools.lru_cache(maxsize=None)
@@ -206,6 +263,17 @@ def _load_library_once(api: TRTApi, path: str) -> None:
         raise LibraryNotFoundError(failure(
             f"TensorRT could not load the plugin library {path}: {exc}",
             "a plugin library built against this TensorRT version", "rebuild it here: pip install -e .")) from exc
+
+
+@functools.lru_cache(maxsize=None)
+def _init_tensorrt_plugins_once(api: TRTApi) -> None:
+    try:
+        api.init_tensorrt_plugins()
+    except Exception as exc:  # noqa: BLE001 - TensorRT raises plain RuntimeError here
+        raise LibraryNotFoundError(failure(
+            f"{api.name} {api.version} could not register its own plugin library ({exc})",
+            "libnvinfer_plugin next to libnvinfer (pip's tensorrt ships both)",
+            "reinstall TensorRT, or build with plugins='decompose'")) from exc
 
 
 @functools.lru_cache(maxsize=None)
@@ -223,5 +291,6 @@ def _sha256_cached(path: str, size: int, mtime_ns: int) -> str:
 
 
 def file_sha256(path: Path) -> str:
+    """The sha256 of the file at ``path`` (cached by path, size and modification time)."""
     stat = path.stat()
     return _sha256_cached(str(path), stat.st_size, stat.st_mtime_ns)

@@ -8,11 +8,11 @@ is written again here:
 * the output shapes and dtypes come from the op definition (``OpSpec.prepare`` and ``OpSpec.shape_rule``), applied
   to TensorRT's symbolic shape expressions;
 * the supported types are ``OpSpec.dtypes`` (LINEAR format only, output types from the same rule);
-* the implementation calls the op's kernel in ``libtorchtrt_ext_kernels.so`` through ctypes on TensorRT's stream
-  (``_KERNEL_CALLS`` below: one line per op).
+* the implementation calls the op's raw-buffer launcher (``OpSpec.launch``, in the op's own files) on TensorRT's
+  buffers and stream; every op of ours with a launcher gets a Python plugin.
 
 Optional inputs: ``tensorrt.plugin`` fixes a plugin's inputs, so an op with optional inputs (DeformConv2d: bias,
-mask) is registered with all of them, and :func:`complete_optional_inputs` (run on the graph before parsing in
+mask) is registered with all of them, and ``passes.complete_optional_inputs`` (run on the graph before parsing in
 ``plugins="python"``) gives every node the missing ones as empty 1-D tensors of the node's dtype; the plugin treats an
 empty optional input as absent (the shape rule and the kernel never see it).
 
@@ -23,71 +23,18 @@ from __future__ import annotations
 
 import functools
 import inspect
-import math
 import typing
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-import onnx
 import torch
-from onnx import helper
 
-from torchtrt_ext import _native
 from torchtrt_ext.errors import MissingDependencyError, OpDefinitionError, failure
-from torchtrt_ext.ops import DOMAIN, OpSpec, registered_ops
+from torchtrt_ext.ops import PROVIDER_OURS, Buffer, OpSpec, registered_ops
 
 _AUTOTUNE_NAMES = {torch.float32: "FP32", torch.float16: "FP16", torch.bfloat16: "BF16"}
 _INSTALL_HINT = "pip install 'torchtrt_ext[trt]' (TensorRT >= 10.6), or use plugins='cpp' / plugins='decompose'"
-
-KernelCall = Callable[[OpSpec, Sequence[Any], Sequence[Any], dict[str, Any], int], None]
-
-
-def _launch_l2norm(spec: OpSpec, inputs: Sequence[Any], outputs: Sequence[Any], attrs: dict[str, Any],
-                   stream: int) -> None:
-    """The L2Norm kernel on TensorRT's buffers (LINEAR, so contiguous): the launcher of ops/_l2norm_cuda.py."""
-    from torchtrt_ext.ops._l2norm_cuda import _LAUNCHERS, _launcher, view_sizes
-
-    x, y = inputs[0], outputs[0]
-    shape = tuple(int(d) for d in x.shape)
-    if math.prod(shape) == 0:
-        return
-    dtype = _torch_dtype(x.dtype)
-    outer, reduced, inner = view_sizes(shape, attrs["axis"])
-    status = _launcher(dtype)(x.data_ptr, y.data_ptr, outer, reduced, inner, float(attrs["eps"]), stream)
-    _native.check_kernel_status(
-        status, f"{_LAUNCHERS[dtype]}(outer={outer}, reduced={reduced}, inner={inner}) in the {spec.name} Python plugin",
-        "an earlier CUDA error may be pending (run with CUDA_LAUNCH_BLOCKING=1 to find it)")
-
-
-def _launch_deform_conv2d(spec: OpSpec, inputs: Sequence[Any], outputs: Sequence[Any], attrs: dict[str, Any],
-                          stream: int) -> None:
-    """The DeformConv2d full-op launcher (sampling + our GEMM) on TensorRT's buffers, with a workspace allocated here
-    (torch's caching allocator, recorded on TensorRT's stream so it is not reused before the kernels finish)."""
-    from torchtrt_ext.ops._deform_conv2d_full import launch, workspace_size
-
-    present = _present(spec, inputs)
-    x, offset, weight = present[:3]
-    bias = present[3] if len(present) > 3 else None
-    mask = present[4] if len(present) > 4 else None
-    y = outputs[0]
-    if math.prod(int(d) for d in y.shape) == 0:
-        return
-    dtype = _torch_dtype(x.dtype)
-    x_shape, w_shape = tuple(int(d) for d in x.shape), tuple(int(d) for d in weight.shape)
-    conv = (attrs["stride"], attrs["padding"], attrs["dilation"], attrs["groups"], attrs["offset_groups"])
-    nbytes = workspace_size(x_shape, w_shape, *conv, dtype)
-    device = torch.device("cuda", torch.cuda.current_device())
-    workspace = torch.empty(max(1, nbytes), dtype=torch.uint8, device=device)
-    workspace.record_stream(torch.cuda.ExternalStream(stream, device=device))
-    launch(dtype, x.data_ptr, offset.data_ptr, weight.data_ptr, None if bias is None else bias.data_ptr,
-           None if mask is None else mask.data_ptr, y.data_ptr, workspace.data_ptr(), nbytes, x_shape, w_shape, *conv,
-           stream, f"the {spec.name} Python plugin")
-
-
-# Op name -> how its plugin calls its kernel. Adding an op to the Python plugins is one line here.
-_KERNEL_CALLS: dict[str, KernelCall] = {"L2Norm": _launch_l2norm, "DeformConv2d": _launch_deform_conv2d}
-
 
 def _is_empty(shape: Sequence[Any]) -> bool:
     """A placeholder of complete_optional_inputs: one dimension of constant size 0 (an int, or a shape expression
@@ -107,38 +54,6 @@ def _present(spec: OpSpec, tensors: Sequence[Any], shapes: Sequence[Sequence[Any
     while count > len(spec.inputs) - len(spec.optional_inputs) and _is_empty(shapes[count - 1]):
         count -= 1
     return list(tensors[:count])
-
-
-def complete_optional_inputs(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of ``model`` whose torchtrt_ext nodes have every optional input: missing ones become empty 1-D tensors of
-    the node's first input's dtype (a Constant of shape [0] cast like it), which the Python plugins treat as absent.
-
-    Needed because a ``tensorrt.plugin`` plugin has a fixed number of inputs. Nodes of ops without optional inputs,
-    and complete nodes, are unchanged.
-    """
-    model = onnx.ModelProto.FromString(model.SerializeToString())
-    specs = {op.spec.name: op.spec for op in registered_ops().values() if op.spec.optional_inputs}
-
-    def fix(graph: Any) -> None:
-        nodes = []
-        for node in graph.node:
-            for attr in node.attribute:  # subgraphs (If/Loop bodies)
-                for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
-                    fix(sub)
-            spec = specs.get(node.op_type) if node.domain == DOMAIN else None
-            missing = len(spec.inputs) - len(node.input) if spec is not None else 0
-            if missing > 0:
-                stem = f"{node.name or node.output[0]}_absent"
-                nodes.append(helper.make_node("Constant", [], [f"{stem}_f32"], name=f"{stem}_const",
-                                              value=helper.make_tensor(f"{stem}_value", 1, [0], [])))
-                nodes.append(helper.make_node("CastLike", [f"{stem}_f32", node.input[0]], [stem], name=f"{stem}_cast"))
-                node.input.extend([stem] * missing)
-            nodes.append(node)
-        del graph.node[:]
-        graph.node.extend(nodes)
-
-    fix(model.graph)
-    return model
 
 
 def _tensorrt_plugin() -> tuple[Any, Any]:
@@ -239,6 +154,17 @@ def _type_combinations(spec: OpSpec, trtp: Any, tensors: Sequence[Any], attrs: d
     return combinations
 
 
+def _buffer(tensor: Any) -> Buffer:
+    """The raw buffer of a tensorrt.plugin Tensor (LINEAR, so contiguous)."""
+    return Buffer(int(tensor.data_ptr), tuple(int(d) for d in tensor.shape), _torch_dtype(tensor.dtype))
+
+
+def _served_ops() -> list[OpSpec]:
+    """The ops that get a Python plugin: ours (not TensorRT-provided), with a launcher."""
+    return [op.spec for op in registered_ops().values()
+            if op.spec.launch is not None and op.spec.plugin_ref.provider == PROVIDER_OURS]
+
+
 def plugin_functions(spec: OpSpec, trtp: Any) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]:
     """(register, autotune, impl) functions of ``spec`` with the signatures tensorrt.plugin validates.
 
@@ -270,17 +196,19 @@ def plugin_functions(spec: OpSpec, trtp: Any) -> tuple[Callable[..., Any], Calla
         [p.replace(annotation=inspect.Parameter.empty) for p in tensor_params] + attr_params + [outputs_desc],
         return_annotation=list[trtp.AutoTuneCombination])
 
-    launch = _KERNEL_CALLS[spec.name]
+    launch = spec.launch
+    if launch is None:
+        raise OpDefinitionError(f"op {spec.name} has no launcher (OpSpec.launch), so no Python plugin")
 
     def impl(*args: Any, **kwargs: Any) -> None:
         bound = impl.__signature__.bind(*args, **kwargs)  # type: ignore[attr-defined]
         values = list(bound.arguments.values())
         inputs, attrs = values[:n_in], dict(zip(attr_names, values[n_in:n_in + len(attr_names)]))
         outputs, stream = bound.arguments["outputs"], bound.arguments["stream"]
-        present = _present(spec, inputs)
-        shapes = [tuple(int(d) for d in t.shape) for t in present]
-        canonical = _canonical_attrs(spec, shapes, [_torch_dtype(t.dtype) for t in present], attrs)
-        launch(spec, inputs, outputs, canonical, int(stream))
+        present = [_buffer(t) for t in _present(spec, inputs)]
+        canonical = _canonical_attrs(spec, [b.shape for b in present], [b.dtype for b in present], attrs)
+        buffers = present + [None] * (n_in - len(present))
+        launch(buffers, [_buffer(t) for t in outputs], int(stream), **canonical)
 
     impl.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [p.replace(annotation=inspect.Parameter.empty) for p in tensor_params] + attr_params
@@ -293,12 +221,12 @@ def plugin_functions(spec: OpSpec, trtp: Any) -> tuple[Callable[..., Any], Calla
 
 
 def plugin_id(spec: OpSpec) -> str:
-    """``torchtrt_ext::<Name>``: namespace and name of the C++ creator (tensorrt.plugin fixes the version at "1")."""
-    return f"{DOMAIN}::{spec.name}"
+    """``<namespace>::<Name>``: namespace and name of the C++ creator (tensorrt.plugin fixes the version at "1")."""
+    return f"{spec.plugin_ref.namespace}::{spec.name}"
 
 
 def _already_registered(trtp: Any, spec: OpSpec) -> bool:
-    namespace = getattr(getattr(trtp, "op", None), DOMAIN, None)
+    namespace = getattr(getattr(trtp, "op", None), spec.plugin_ref.namespace, None)
     try:
         return namespace is not None and hasattr(namespace, spec.name)
     except Exception:  # noqa: BLE001 - tensorrt.plugin namespaces raise on unknown attributes
@@ -306,20 +234,17 @@ def _already_registered(trtp: Any, spec: OpSpec) -> bool:
 
 
 def register_python_plugins() -> list[str]:
-    """Register every torchtrt_ext op that has a kernel call as a TensorRT Python plugin; return their ids.
+    """Register every torchtrt_ext op of ours that has a launcher as a TensorRT Python plugin; return their ids.
 
     Idempotent (ops already registered in this process are skipped). Raises MissingDependencyError without
     TensorRT >= 10.6.
     """
     _, trtp = _tensorrt_plugin()
-    if spec_version_mismatch := [op.spec.name for op in registered_ops().values()
-                                 if op.spec.name in _KERNEL_CALLS and op.spec.version != "1"]:
+    served = _served_ops()
+    if spec_version_mismatch := [spec.name for spec in served if spec.version != "1"]:
         raise OpDefinitionError(f"ops {spec_version_mismatch}: tensorrt.plugin registers version '1' only")
     registered = []
-    for op in registered_ops().values():
-        spec = op.spec
-        if spec.name not in _KERNEL_CALLS:
-            continue
+    for spec in served:
         registered.append(plugin_id(spec))
         if _already_registered(trtp, spec):
             continue

@@ -1,6 +1,8 @@
-"""Eager CUDA path of ``ops.l2norm``: calls the L2Norm kernel of libtorchtrt_ext_kernels.so through ctypes.
+"""Eager CUDA path of ``ops.l2norm`` and its raw-buffer launcher: the L2Norm kernel of libtorchtrt_ext_kernels.so
+through ctypes.
 
-The same kernel (csrc/kernels/l2norm.cu) serves the TensorRT plugins. The tensor is seen as
+The same kernel (csrc/kernels/l2norm.cu) serves the TensorRT plugins: :func:`launch_l2norm` is the op's
+``OpSpec.launch``, called by the Python plugin on TensorRT's buffers and by :func:`l2norm_cuda` on torch tensors. The tensor is seen as
 ``[outer, reduced, inner]`` around the normalized axis and the launcher runs on the current torch stream of the
 input's device. A missing library raises :class:`~torchtrt_ext.errors.LibraryNotFoundError`, the signal for the
 op to fall back to PyTorch math.
@@ -11,11 +13,13 @@ import contextlib
 import ctypes
 import functools
 import math
+from collections.abc import Sequence
 
 import torch
 
 from torchtrt_ext import _native
 from torchtrt_ext.errors import InvalidInputError, failure
+from torchtrt_ext.ops._spec import Buffer
 
 _LAUNCHERS = {
     torch.float32: "torchtrt_ext_l2norm_f32",
@@ -46,6 +50,26 @@ def view_sizes(shape: torch.Size | tuple[int, ...], axis: int) -> tuple[int, int
     return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
 
 
+def launch_l2norm(inputs: Sequence[Buffer | None], outputs: Sequence[Buffer], stream: int, *, axis: int,
+                  eps: float) -> None:
+    """The L2Norm kernel on contiguous buffers ``x -> y`` normalized over ``axis`` (0 <= axis < rank) on ``stream``.
+
+    Raises:
+        LibraryNotFoundError: libtorchtrt_ext_kernels.so is not built or does not load.
+        KernelError: the launcher returned a CUDA error.
+    """
+    x, y = inputs[0], outputs[0]
+    assert x is not None  # x is not optional
+    if math.prod(x.shape) == 0:
+        return
+    outer, reduced, inner = view_sizes(x.shape, axis)
+    status = _launcher(x.dtype)(x.ptr, y.ptr, outer, reduced, inner, float(eps), stream)
+    _native.check_kernel_status(
+        status, f"{_LAUNCHERS[x.dtype]}(outer={outer}, reduced={reduced}, inner={inner}, eps={eps})",
+        "check the sizes; if the error is not cudaErrorInvalidValue, an earlier CUDA error may be pending "
+        "(run with CUDA_LAUNCH_BLOCKING=1 to find it)")
+
+
 def l2norm_cuda(x: torch.Tensor, axis: int, eps: float, out: torch.Tensor | None = None) -> torch.Tensor:
     """``x / max(||x||_2 over axis, eps)`` computed by the CUDA kernel.
 
@@ -72,7 +96,7 @@ def l2norm_cuda(x: torch.Tensor, axis: int, eps: float, out: torch.Tensor | None
         raise InvalidInputError(failure(
             f"l2norm_cuda: axis={axis} for a rank-{x.dim()} tensor", f"an axis in 0..{x.dim() - 1}",
             "normalize a negative axis with axis % x.dim() first"))
-    launcher = _launcher(x.dtype)
+    _launcher(x.dtype)  # LibraryNotFoundError before any allocation
     x = x.contiguous()
     if out is None:
         out = torch.empty_like(x, memory_format=torch.contiguous_format)
@@ -82,12 +106,7 @@ def l2norm_cuda(x: torch.Tensor, axis: int, eps: float, out: torch.Tensor | None
             f"a contiguous {x.dtype} tensor of shape {list(x.shape)} on {x.device}", "pass out=None"))
     if x.numel() == 0:
         return out
-    outer, reduced, inner = view_sizes(x.shape, axis)
     with _on_device(x.device):
-        stream = torch.cuda.current_stream(x.device).cuda_stream
-        status = launcher(x.data_ptr(), out.data_ptr(), outer, reduced, inner, float(eps), stream)
-    _native.check_kernel_status(
-        status, f"{_LAUNCHERS[x.dtype]}(outer={outer}, reduced={reduced}, inner={inner}, eps={eps})",
-        "check the sizes; if the error is not cudaErrorInvalidValue, an earlier CUDA error may be pending "
-        "(run with CUDA_LAUNCH_BLOCKING=1 to find it)")
+        launch_l2norm([Buffer.of(x)], [Buffer.of(out)], torch.cuda.current_stream(x.device).cuda_stream,
+                      axis=axis, eps=eps)
     return out

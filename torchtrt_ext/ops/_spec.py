@@ -7,7 +7,9 @@ From a single definition, ``define_op`` produces
 * the dynamo exporter path (a ``torch.library`` op, an ONNX schema and an onnxscript translation),
 * the decomposition into standard ONNX ops (``passes.decompose_custom_ops``),
 * the output shape and dtype rule (the fake kernel, and ONNX value_info through ``passes.infer_shapes``),
-* the attribute schema (names, types, defaults, validation) shared with the plugins.
+* the attribute schema (names, types, defaults, validation) shared with the plugins,
+* the plugin binding (``PluginRef``: which TensorRT plugin creator serves the op, and who provides it) and the
+  raw-buffer launcher that both the eager CUDA path and the Python plugin call.
 
 Every node follows DESIGN.md §3: domain ``torchtrt_ext``, op_type = plugin name, the attributes, and
 ``plugin_version`` / ``plugin_namespace`` so TensorRT's ONNX parser finds the plugin creator.
@@ -36,6 +38,9 @@ from torchtrt_ext.errors import (
 
 DOMAIN = "torchtrt_ext"
 DOMAIN_VERSION = 1
+PROVIDER_OURS = "torchtrt_ext"  # libtorchtrt_ext_plugins.so, or the Python plugins where it is not built
+PROVIDER_TENSORRT = "tensorrt"  # TensorRT's own plugin library (libnvinfer_plugin), e.g. EfficientNMS_TRT
+PROVIDERS = (PROVIDER_OURS, PROVIDER_TENSORRT)
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 _REQUIRED = object()
 
@@ -149,6 +154,42 @@ class Decomposer:
         return self.op(op_type, x, out=out, axes=list(axes), keepdims=int(keepdims))
 
 
+@dataclasses.dataclass(frozen=True)
+class PluginRef:
+    """The TensorRT plugin creator that serves an op: name (the node's op_type), version, namespace, and who
+    provides it: ``"torchtrt_ext"`` (our C++ library or our Python plugins) or ``"tensorrt"`` (TensorRT's own plugin
+    library, whose creators live in namespace ``""``)."""
+
+    name: str
+    version: str = "1"
+    namespace: str = DOMAIN
+    provider: str = PROVIDER_OURS
+
+    @property
+    def id(self) -> str:
+        """``<namespace>::<name>:<version>``, how the engine metadata lists a plugin."""
+        return f"{self.namespace}::{self.name}:{self.version}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Buffer:
+    """A raw device buffer as a launcher sees it: address, shape and torch dtype of a contiguous tensor."""
+
+    ptr: int
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+    @classmethod
+    def of(cls, tensor: torch.Tensor) -> Buffer:
+        """The buffer of a contiguous torch tensor."""
+        return cls(tensor.data_ptr(), tuple(tensor.shape), tensor.dtype)
+
+
+# launch(inputs, outputs, stream, **attrs): the op's kernel on raw buffers (None for an absent optional input),
+# on the CUDA stream handle `stream`; raises KernelError on a failed launch, LibraryNotFoundError without the library.
+Launcher = Callable[..., None]
+
+
 class SymDim:
     """An ONNX dimension whose value is unknown (a dim_param, or nothing): arithmetic on it stays unknown."""
 
@@ -177,8 +218,14 @@ class OpSpec:
     canonical attributes (e.g. a non-negative axis). ``cuda`` optionally replaces ``eager`` on CUDA tensors; it
     raises ``LibraryNotFoundError`` when its library is missing, and the op then falls back to ``eager``.
     Optional inputs (passed as None) must come last. ``output_dtypes`` fixes the dtype of an output (None: the
-    inputs' type, the default for every output). ``plugin_namespace`` is the node's plugin namespace ("" for a plugin
-    TensorRT itself provides). ``differentiable=False`` makes a backward through the op raise a clear error.
+    inputs' type, the default for every output). ``differentiable=False`` makes a backward through the op raise a
+    clear error.
+
+    ``plugin`` binds the op to its TensorRT plugin (default: ours, named like the op, ``version``, namespace
+    ``torchtrt_ext``). ``launch(inputs, outputs, stream, **attrs)`` runs the op's kernel on raw ``Buffer``s with
+    canonical attributes: the Python plugin calls it (an op without one has no Python plugin), and so may ``cuda``.
+    ``fallback_plugin``: for an op bound to a plugin TensorRT provides, our own C++ plugin of the same name and version
+    that serves it where TensorRT's plugin library does not exist (TensorRT-RTX).
     """
 
     name: str
@@ -196,8 +243,31 @@ class OpSpec:
     doc: str = ""
     torch_name: str = ""
     output_dtypes: tuple[torch.dtype | None, ...] = ()
-    plugin_namespace: str = DOMAIN
     differentiable: bool = True
+    plugin: PluginRef | None = None
+    launch: Launcher | None = None
+    fallback_plugin: PluginRef | None = None
+
+    def __post_init__(self) -> None:
+        if self.plugin is None:
+            object.__setattr__(self, "plugin", PluginRef(self.name, self.version))
+        plugin = self.plugin_ref
+        if plugin.name != self.name or plugin.version != self.version or plugin.provider not in PROVIDERS:
+            raise OpDefinitionError(
+                f"op {self.name} v{self.version}: plugin {plugin} must be named and versioned like the op (the node's "
+                f"op_type and plugin_version are the creator's) and provided by one of {PROVIDERS}")
+        fallback = self.fallback_plugin
+        if fallback is not None and (plugin.provider != PROVIDER_TENSORRT or fallback.provider != PROVIDER_OURS
+                                     or (fallback.name, fallback.version) != (plugin.name, plugin.version)):
+            raise OpDefinitionError(
+                f"op {self.name}: fallback_plugin {fallback} must be ours, named and versioned like the op, and only "
+                f"for an op bound to a plugin TensorRT provides (plugin {plugin})")
+
+    @property
+    def plugin_ref(self) -> PluginRef:
+        """The plugin binding, never None (``plugin`` filled in by the definition)."""
+        assert self.plugin is not None
+        return self.plugin
 
     @property
     def op_name(self) -> str:
@@ -235,7 +305,7 @@ class OpSpec:
 
     def node_attributes(self, attrs: dict[str, Any]) -> dict[str, Any]:
         """The ONNX attributes of a node: the op's attributes plus plugin_version and plugin_namespace."""
-        return {**attrs, "plugin_version": self.version, "plugin_namespace": self.plugin_namespace}
+        return {**attrs, "plugin_version": self.plugin_ref.version, "plugin_namespace": self.plugin_ref.namespace}
 
     def make_node(self, inputs: Sequence[str], outputs: Sequence[str], name: str | None = None,
                   **attrs: Any) -> onnx.NodeProto:

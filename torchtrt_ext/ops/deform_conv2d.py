@@ -23,14 +23,16 @@ torch.matmul) does the GEMM. The decomposition into standard ONNX ops is gather-
 from __future__ import annotations
 
 import functools
+import math
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
 from torchtrt_ext.errors import InvalidInputError
-from torchtrt_ext.ops._spec import Attr, Decomposer, OpSpec, define_op
+from torchtrt_ext.ops._spec import Attr, Buffer, Decomposer, OpSpec, define_op
 
 _NAME = "DeformConv2d"
 
@@ -297,6 +299,28 @@ def _decompose(d: Decomposer, inputs: list[str], outputs: list[str], stride: tup
     d.op("CastLike", out, x_in, out=outputs[0])
 
 
+# ----------------------------------------------------------------------------------------------- the launcher
+def _launch(inputs: Sequence[Buffer | None], outputs: Sequence[Buffer], stream: int, *, stride: tuple,
+            padding: tuple, dilation: tuple, groups: int, offset_groups: int) -> None:
+    """The full-op launcher (sampling + our GEMM) on raw buffers (the Python plugin's kernel call), with a workspace
+    allocated here (torch's caching allocator, recorded on ``stream`` so it is not reused before the kernels finish)."""
+    from torchtrt_ext.ops._deform_conv2d_full import launch, workspace_size
+
+    x, offset, weight, bias, mask = (list(inputs) + [None, None])[:5]
+    assert x is not None and offset is not None and weight is not None  # required inputs
+    y = outputs[0]
+    if math.prod(y.shape) == 0:
+        return
+    conv = (stride, padding, dilation, groups, offset_groups)
+    nbytes = workspace_size(x.shape, weight.shape, *conv, x.dtype)
+    device = torch.device("cuda", torch.cuda.current_device())
+    workspace = torch.empty(max(1, nbytes), dtype=torch.uint8, device=device)
+    workspace.record_stream(torch.cuda.ExternalStream(stream, device=device))
+    launch(x.dtype, x.ptr, offset.ptr, weight.ptr, None if bias is None else bias.ptr,
+           None if mask is None else mask.ptr, y.ptr, workspace.data_ptr(), nbytes, x.shape, weight.shape, *conv,
+           stream, f"the {_NAME} launcher")
+
+
 # ------------------------------------------------------------------------------------------------------- the op
 SPEC = OpSpec(
     name=_NAME,
@@ -318,6 +342,7 @@ SPEC = OpSpec(
     decompose=_decompose,
     prepare=_prepare,
     cuda=_cuda,
+    launch=_launch,
     optional_inputs=("bias", "mask"),
     doc="modulated deformable convolution (DCNv2), torchvision.ops.deform_conv2d semantics",
 )

@@ -26,7 +26,16 @@ import numpy as np
 import torch
 
 from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError, failure
-from torchtrt_ext.ops._spec import Attr, Decomposer, OpSpec, define_op
+from torchtrt_ext.ops._spec import (
+    DOMAIN,
+    PROVIDER_OURS,
+    PROVIDER_TENSORRT,
+    Attr,
+    Decomposer,
+    OpSpec,
+    PluginRef,
+    define_op,
+)
 
 _NAME = "EfficientNMS_TRT"
 BOX_CODINGS = {"xyxy": 0, "cxcywh": 1}
@@ -253,7 +262,8 @@ SPEC = OpSpec(
     prepare=_prepare,
     cuda=_cuda,
     output_dtypes=(torch.int32, None, None, torch.int32),
-    plugin_namespace="",
+    plugin=PluginRef(_NAME, "1", "", PROVIDER_TENSORRT),  # TensorRT's own creators live in namespace ""
+    fallback_plugin=PluginRef(_NAME, "1", DOMAIN, PROVIDER_OURS),  # csrc/plugins/efficient_nms, for TensorRT-RTX
     differentiable=False,
     torch_name="efficient_nms",
     doc="fixed-size batched NMS with the fields and outputs of TensorRT's EfficientNMS_TRT plugin",

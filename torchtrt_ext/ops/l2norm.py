@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError
+from torchtrt_ext.ops._l2norm_cuda import launch_l2norm
 from torchtrt_ext.ops._spec import Attr, Decomposer, OpSpec, define_op, finite_positive
 
 
@@ -62,6 +63,7 @@ SPEC = OpSpec(
     decompose=_decompose,
     prepare=_prepare,
     cuda=_cuda,
+    launch=launch_l2norm,
     doc="y = x / max(||x||_2 over axis, eps)",
 )
 

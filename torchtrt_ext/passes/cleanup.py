@@ -13,12 +13,13 @@ import logging
 import onnx
 import onnx_graphsurgeon as gs
 
+from torchtrt_ext.passes.onnx_util import is_standard_domain
+
 LOGGER = logging.getLogger("torchtrt_ext")
-_STANDARD_DOMAINS = ("", "ai.onnx", None)
 
 
 def _is_custom(node: gs.Node) -> bool:
-    return node.domain not in _STANDARD_DOMAINS
+    return not is_standard_domain(node.domain)
 
 
 def _replace_input(consumer: gs.Node, old: gs.Tensor, new: gs.Tensor) -> None:

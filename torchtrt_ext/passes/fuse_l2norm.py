@@ -51,7 +51,7 @@ import onnx_graphsurgeon as gs
 
 from torchtrt_ext.ops._spec import DOMAIN, DOMAIN_VERSION
 from torchtrt_ext.ops.l2norm import SPEC as L2NORM_SPEC
-from torchtrt_ext.passes.onnx_util import FLOAT_TYPES
+from torchtrt_ext.passes.onnx_util import FLOAT_TYPES, is_standard_domain
 
 LOGGER = logging.getLogger("torchtrt_ext")
 
@@ -462,7 +462,7 @@ def find_l2norms(graph: gs.Graph) -> tuple[list[_Match], list[UnfusedL2Norm]]:
     unfused: list[UnfusedL2Norm] = []
     claimed: set[int] = set()
     for node in list(graph.nodes):
-        if node.op not in _REDUCTIONS or node.domain not in ("", "ai.onnx", None):
+        if node.op not in _REDUCTIONS or not is_standard_domain(node.domain):
             continue
         match = _walk(view, node)
         if match is None:

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Iterator
 
 import onnx
+
+from torchtrt_ext.passes.onnx_util import subgraphs, walk_graphs
 
 REMEDY = ("replace the NMS with torchtrt_ext.ops.efficient_nms(boxes, scores, ...) at export: one EfficientNMS_TRT "
           "node with fixed-size outputs (num_detections, boxes, scores, classes), served by TensorRT's own plugin on "
@@ -37,23 +38,8 @@ class NmsPattern:
     detail: str
 
 
-def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    yield graph
-    for node in graph.node:
-        for attr in node.attribute:
-            subs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
-            for sub in subs:
-                yield from _graphs(sub)
-
-
 def _body_op_types(node: onnx.NodeProto) -> set[str]:
-    types: set[str] = set()
-    for attr in node.attribute:
-        subs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
-        for sub in subs:
-            for graph in _graphs(sub):
-                types.update(n.op_type for n in graph.node)
-    return types
+    return {n.op_type for sub in subgraphs(node) for graph in walk_graphs(sub) for n in graph.node}
 
 
 def _gathers_by_selected(graph: onnx.GraphProto, nms: onnx.NodeProto) -> tuple[list[onnx.NodeProto], bool]:
@@ -79,7 +65,7 @@ def _gathers_by_selected(graph: onnx.GraphProto, nms: onnx.NodeProto) -> tuple[l
 def find_nms_patterns(model: onnx.ModelProto) -> list[NmsPattern]:
     """Every loop-written or dynamic-size NMS in ``model`` (main graph and subgraphs), in graph order."""
     found = []
-    for graph in _graphs(model.graph):
+    for graph in walk_graphs(model.graph):
         for node in graph.node:
             name = node.name or f"<unnamed {node.op_type}>"
             if node.op_type in ("Loop", "If"):

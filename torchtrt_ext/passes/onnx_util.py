@@ -1,13 +1,77 @@
-"""Facts about an ONNX model shared by the passes and the backend."""
+"""Facts about an ONNX model shared by the passes, the backend and the doctor: the graph queries, the one subgraph
+walker, the standard-domain set."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import onnx
+
+from torchtrt_ext.ops._spec import DOMAIN
 
 FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
                          onnx.TensorProto.DOUBLE})
 """ONNX element types of floating-point tensors."""
 
+STANDARD_DOMAINS = frozenset({"", "ai.onnx"})
+"""The names of the default ONNX operator domain."""
+
+
+def is_standard_domain(domain: str | None) -> bool:
+    """Whether ``domain`` names the default ONNX operator set (onnx-graphsurgeon writes None for it)."""
+    return domain is None or domain in STANDARD_DOMAINS
+
 
 def default_opset(model: onnx.ModelProto) -> int | None:
     """The model's opset of the default ONNX domain; None when it imports none."""
-    return next((e.version for e in model.opset_import if e.domain in ("", "ai.onnx")), None)
+    return next((e.version for e in model.opset_import if e.domain in STANDARD_DOMAINS), None)
+
+
+def subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
+    """The graphs held by ``node``'s attributes (If branches, Loop and Scan bodies)."""
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            yield attr.g
+        elif attr.type == onnx.AttributeProto.GRAPHS:
+            yield from attr.graphs
+
+
+def walk_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """``graph`` and every graph nested in it, parents before their subgraphs: the walker every pass uses.
+
+    A pass may rewrite a yielded graph's node list in place before the walker descends into it.
+    """
+    yield graph
+    for node in graph.node:
+        for sub in subgraphs(node):
+            yield from walk_graphs(sub)
+
+
+def all_nodes(model: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
+    """Every node: the main graph, subgraphs (If/Loop/Scan bodies) and model-local functions."""
+    for graph in walk_graphs(model.graph):
+        yield from graph.node
+    for function in model.functions:
+        yield from function.node
+
+
+def custom_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    """The torchtrt_ext nodes of ``model`` (anywhere in it)."""
+    return [n for n in all_nodes(model) if n.domain == DOMAIN]
+
+
+def node_attr(node: onnx.NodeProto, name: str, default: str) -> str:
+    """The attribute ``name`` of ``node`` as a string (``default`` when the node does not have it)."""
+    for a in node.attribute:
+        if a.name == name:
+            value = onnx.helper.get_attribute_value(a)
+            return value.decode() if isinstance(value, bytes) else str(value)
+    return default
+
+
+def non_standard_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    """Nodes the ONNX parser would hand to its plugin importer: any domain other than the standard one, or a
+    standard-domain op type ONNX does not define. Calls of model-local functions are fine (the parser inlines them;
+    their bodies are checked instead)."""
+    local = {(f.domain, f.name) for f in model.functions}
+    return [node for node in all_nodes(model) if (node.domain, node.op_type) not in local
+            and (not is_standard_domain(node.domain) or not onnx.defs.has(node.op_type))]

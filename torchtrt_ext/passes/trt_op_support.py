@@ -1,4 +1,4 @@
-"""Which ONNX operators TensorRT's ONNX parser supports: the table the doctor (``passes.report``) falls back to when
+"""Which ONNX operators TensorRT's ONNX parser supports: the table the doctor (``torchtrt_ext.doctor``) falls back to when
 it cannot ask a real parser.
 
 Source: onnx/onnx-tensorrt ``docs/operators.md`` at commit 96e781103cfc4adf4a6bb557e94bac8e693f6f4c ("ONNX-TensorRT

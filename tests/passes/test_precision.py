@@ -9,7 +9,7 @@ from onnx import TensorProto
 
 import torchtrt_ext
 from tests.helpers import run_onnx
-from torchtrt_ext.backend.precision import apply_precision
+from torchtrt_ext.passes.precision import apply_precision
 from torchtrt_ext.backend.profiles import Profile, ShapeRange, normalize_profiles, profiles_from_example_shapes
 from torchtrt_ext.errors import InvalidInputError
 

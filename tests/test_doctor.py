@@ -17,7 +17,7 @@ from torchtrt_ext import _native
 from torchtrt_ext.errors import LibraryNotFoundError
 from torchtrt_ext.ops._spec import get_op
 from torchtrt_ext.passes import trt_op_support
-from torchtrt_ext.passes.report import report
+from torchtrt_ext.doctor import report
 
 HAS_RTX = importlib.util.find_spec("tensorrt_rtx") is not None
 needs_rtx = pytest.mark.skipif(not HAS_RTX, reason="tensorrt_rtx is not installed (pip install 'torchtrt_ext[rtx]')")

@@ -26,10 +26,10 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from torchtrt_ext.errors import InvalidInputError, failure
-from torchtrt_ext.passes.onnx_util import FLOAT_TYPES, default_opset
+from torchtrt_ext.passes.onnx_util import FLOAT_TYPES, default_opset, is_standard_domain, subgraphs
 from torchtrt_ext.passes.shapes import infer_shapes
 
-log = logging.getLogger("torchtrt_ext.backend")
+log = logging.getLogger("torchtrt_ext.backend")  # the build step that runs it logs there
 
 PRECISIONS = ("fp32", "fp16", "bf16", "as_exported")
 _ELEM: dict[str, int] = {"fp32": TensorProto.FLOAT, "fp16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16}
@@ -75,7 +75,7 @@ def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
 
 
 def _schema(node: onnx.NodeProto, opset: int) -> onnx.defs.OpSchema | None:
-    if node.domain not in ("", "ai.onnx"):
+    if not is_standard_domain(node.domain):
         return None
     try:
         return onnx.defs.get_schema(node.op_type, opset, "")
@@ -104,7 +104,7 @@ def _data_positions(node: onnx.NodeProto, schema: onnx.defs.OpSchema, low: int) 
 
 
 def _graph_has_subgraphs(node: onnx.NodeProto) -> bool:
-    return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
+    return any(True for _ in subgraphs(node))
 
 
 def apply_precision(model: onnx.ModelProto, precision: str) -> PrecisionResult:
@@ -123,11 +123,6 @@ def apply_precision(model: onnx.ModelProto, precision: str) -> PrecisionResult:
     opset = default_opset(out) or 17  # a model without a default-domain import: look schemas up at opset 17
     graph = out.graph
     inits = {i.name: i for i in graph.initializer}
-    consumers: dict[str, int] = {}
-    for node in graph.node:
-        for name in node.input:
-            consumers[name] = consumers.get(name, 0) + 1
-
     current = dict(original)  # tensor name -> elem type after our rewrite
     cast_cache: dict[tuple[str, int], str] = {}
     new_nodes: list[onnx.NodeProto] = []
@@ -173,7 +168,7 @@ def apply_precision(model: onnx.ModelProto, precision: str) -> PrecisionResult:
             for i, name in enumerate(node.input):
                 if name in original:
                     node.input[i] = cast_to(name, original[name])
-            if node.domain not in ("", "ai.onnx") or _graph_has_subgraphs(node):
+            if not is_standard_domain(node.domain) or _graph_has_subgraphs(node):
                 fp32_nodes.append(node.name)
             for name in node.output:
                 if name in original:

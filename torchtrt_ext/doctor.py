@@ -3,10 +3,14 @@
 ``report(model, backend=...)`` asks the backend's own ONNX parser where it is installed (``tensorrt`` or
 ``tensorrt_rtx``), on a copy of the graph with every custom-domain node cut out (its outputs become graph inputs): the
 parsers abort the whole process when a node maps to a plugin, so they never see one. Without that parser it uses the
-op-support table in ``passes.trt_op_support`` (and says so). NMS written as a loop or with data-dependent outputs
-is named, with ``ops.efficient_nms`` as its remedy (``passes.nms_patterns``). Custom nodes are listed with whether their plugin is
-available (the C++ library through ``_native.plugin_library_path``, the Python plugins through an importable
-``tensorrt``) and whether ``passes.decompose_custom_ops`` can replace them.
+op-support table in ``passes.trt_op_support`` (and says so). NMS written as a loop or with data-dependent outputs is
+named, with ``ops.efficient_nms`` as its remedy (``passes.nms_patterns``). Custom nodes are listed with the plugin
+that would serve them, as a build with ``plugins="auto"`` resolves it (``backend.plugins.auto_route``: the C++
+library, the Python plugins, or TensorRT's own plugin library for ops bound to it), and whether
+``passes.decompose_custom_ops`` can replace them. The parse is the build's own step
+(``backend.builder.network_from_onnx``).
+
+The doctor sits outside the rewrite package (``passes``) and the backend, and uses both.
 
 Each problem comes with its remedies in this order: a newer TensorRT or another opset, a different mapping at
 export, decomposition, a plugin.
@@ -22,22 +26,16 @@ from typing import Any
 import onnx
 from onnx import helper
 
-from torchtrt_ext import _native
 from torchtrt_ext.backend import adapter
-from torchtrt_ext.backend.builder import parser_errors
-from torchtrt_ext.backend.plugins import (
-    all_nodes,
-    assert_plugin_free,
-    node_attr,
-    non_standard_nodes,
-    python_plugins_entry,
-)
-from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, MissingDependencyError, failure
-from torchtrt_ext.ops._spec import DOMAIN, registered_ops
+from torchtrt_ext.backend.builder import network_from_onnx
+from torchtrt_ext.backend.plugin_plan import PluginPlan
+from torchtrt_ext.backend.plugins import assert_plugin_free, auto_route
+from torchtrt_ext.errors import InvalidInputError, OnnxParseError, failure
+from torchtrt_ext.ops._spec import DOMAIN, PROVIDER_OURS, PluginRef, registered_ops
 from torchtrt_ext.passes import trt_op_support as table
 from torchtrt_ext.passes.nms_patterns import REMEDY as NMS_REMEDY
 from torchtrt_ext.passes.nms_patterns import find_nms_patterns
-from torchtrt_ext.passes.onnx_util import default_opset
+from torchtrt_ext.passes.onnx_util import all_nodes, default_opset, node_attr, non_standard_nodes, STANDARD_DOMAINS
 from torchtrt_ext.passes.shapes import infer_shapes
 
 LOGGER = logging.getLogger("torchtrt_ext")
@@ -148,45 +146,28 @@ def _custom_op_remedies(node: onnx.NodeProto, backend: str, known: bool, why_mis
 
 
 # -------------------------------------------------------------------------------------------------- custom nodes
-def _plugin_availability(backend: str) -> tuple[bool, str]:
-    """(available, how or why not) for the torchtrt_ext plugins on ``backend``."""
-    if backend == "tensorrt_rtx":
-        return False, ("TensorRT-RTX aborts the process on any plugin node, so torchtrt_ext never gives it one; "
-                       "use backend='tensorrt' with the plugin library")
-    try:
-        return True, f"C++ plugin library {_native.plugin_library_path()}"
-    except LibraryNotFoundError as exc:
-        cpp_missing = str(exc)
-    try:
-        if adapter.backend_available("tensorrt"):
-            python_plugins_entry()
-            return True, "Python plugins (tensorrt.plugin)"
-        python_missing = "tensorrt is not importable"
-    except MissingDependencyError as exc:
-        python_missing = str(exc)
-    return False, (f"build the C++ plugin library ({cpp_missing.split('. Remedy: ')[-1]}), or install TensorRT >= 10.6 "
-                   f"for the Python plugins ({python_missing.split('. Expected')[0]})")
-
-
 def _custom_findings(nodes: list[onnx.NodeProto], backend: str) -> list[Finding]:
     if not nodes:
         return []
 
-    known_ops = registered_ops()
-    available, how = _plugin_availability(backend)
+    specs = {op.spec.name: op.spec for op in registered_ops().values()}
+    api = adapter.load_backend(backend) if adapter.backend_available(backend) else None
     findings = []
     for node in nodes:
         name = node.name or f"<unnamed {node.op_type}>"
         if node.domain == DOMAIN:
-            known = node.op_type in known_ops
+            spec = specs.get(node.op_type)
             version, namespace = node_attr(node, "plugin_version", "?"), node_attr(node, "plugin_namespace", "?")
             plugin = f"plugin {node.op_type} v{version} ({namespace})"
-            if available and known:
+            ref = PluginRef(node.op_type, version, namespace,
+                            spec.plugin_ref.provider if spec is not None else PROVIDER_OURS)
+            route, how = auto_route(ref, api, backend)
+            if route is not None and spec is not None:
                 findings.append(Finding(name, node.op_type, node.domain, "plugin available", False, f"{plugin}: {how}"))
                 continue
-            why = how if known else f"{node.op_type} is not a torchtrt_ext op defined in this process"
+            why = how if spec is not None else f"{node.op_type} is not a torchtrt_ext op defined in this process"
             findings.append(Finding(name, node.op_type, node.domain, "plugin missing", True, f"{plugin}: {why}",
-                                    _custom_op_remedies(node, backend, known, why)))
+                                    _custom_op_remedies(node, backend, spec is not None, why)))
         else:
             why = (f"TensorRT looks for a plugin creator named {node.op_type!r} (plugin_version, plugin_namespace "
                    "attributes); torchtrt_ext cannot tell whether one will be loaded")
@@ -230,7 +211,7 @@ def _without_custom_nodes(model: onnx.ModelProto, custom: list[onnx.NodeProto]) 
     del out.graph.output[:]
     out.graph.output.extend(kept_outputs)
     del out.opset_import[:]
-    out.opset_import.extend(e for e in model.opset_import if e.domain in ("", "ai.onnx"))
+    out.opset_import.extend(e for e in model.opset_import if e.domain in STANDARD_DOMAINS)
     return out
 
 
@@ -250,12 +231,11 @@ def _parser_findings(model: onnx.ModelProto, backend: str) -> tuple[list[Finding
     api = adapter.load_backend(backend)
     assert_plugin_free(model, api)  # last line of defence: RTX must never see a plugin node
     logger = _quiet_logger(api.trt)  # parse errors are the expected answer here, not log noise
-    builder = api.trt.Builder(logger)
-    network = builder.create_network(0)
-    parser = api.trt.OnnxParser(network, logger)
     findings = []
-    if not parser.parse(model.SerializeToString()):
-        for error in parser_errors(parser, model):
+    try:
+        network_from_onnx(api, model, PluginPlan("none"), logger)
+    except OnnxParseError as exc:
+        for error in exc.nodes:
             desc = f": {error.desc}" if error.desc and error.desc != "false" else ""  # op checkers say just "false"
             findings.append(Finding(error.node, error.op_type, "", "unsupported", True,
                                     f"{api.name} {api.version} ONNX parser: {error.code}{desc}",

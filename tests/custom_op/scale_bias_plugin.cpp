@@ -1,0 +1,205 @@
+#include "custom_op/scale_bias_plugin.h"
+
+#include "custom_op/scale_bias.h"
+#include "plugins/common/logging.h"
+
+#include <cstdio>
+#include <memory>
+
+using nvinfer1::DataType;
+using nvinfer1::PluginField;
+using nvinfer1::PluginFieldType;
+using nvinfer1::TensorFormat;
+
+namespace torchtrt_ext
+{
+namespace plugins
+{
+namespace
+{
+constexpr int32_t kERROR_STATUS = -1;
+
+std::string describe(float scale, float bias)
+{
+    char text[64];
+    std::snprintf(text, sizeof(text), "scale=%.9g;bias=%.9g", static_cast<double>(scale), static_cast<double>(bias));
+    return text;
+}
+
+void checkIO(nvinfer1::PluginTensorDesc const& in, nvinfer1::PluginTensorDesc const& out, int32_t nbInputs,
+    int32_t nbOutputs)
+{
+    require(nbInputs == 1 && nbOutputs == 1, "expected 1 input and 1 output");
+    require(in.type == DataType::kFLOAT && out.type == DataType::kFLOAT, "expected kFLOAT input and output");
+    require(in.format == TensorFormat::kLINEAR && out.format == TensorFormat::kLINEAR, "expected LINEAR formats");
+}
+} // namespace
+
+ScaleBiasPlugin::ScaleBiasPlugin(float scale, float bias, std::string pluginNamespace)
+    : PluginV3Base(kSCALE_BIAS_NAME, kSCALE_BIAS_VERSION, std::move(pluginNamespace), describe(scale, bias))
+    , mScale(scale)
+    , mBias(bias)
+{
+}
+
+int32_t ScaleBiasPlugin::configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
+    nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept
+{
+    try
+    {
+        require(in != nullptr && out != nullptr, "null tensor descriptions");
+        checkIO(in[0].desc, out[0].desc, nbInputs, nbOutputs);
+        return 0;
+    }
+    catch (...)
+    {
+        logCaught("TestScaleBias::configurePlugin");
+    }
+    return kERROR_STATUS;
+}
+
+int32_t ScaleBiasPlugin::getOutputDataTypes(
+    DataType* outputTypes, int32_t nbOutputs, DataType const* inputTypes, int32_t nbInputs) const noexcept
+{
+    try
+    {
+        require(nbInputs == 1 && nbOutputs == 1 && outputTypes != nullptr && inputTypes != nullptr, "bad type arrays");
+        require(inputTypes[0] == DataType::kFLOAT, "expected a kFLOAT input");
+        outputTypes[0] = DataType::kFLOAT;
+        return 0;
+    }
+    catch (...)
+    {
+        logCaught("TestScaleBias::getOutputDataTypes");
+    }
+    return kERROR_STATUS;
+}
+
+int32_t ScaleBiasPlugin::getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs,
+    nvinfer1::DimsExprs const* /* shapeInputs */, int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs,
+    int32_t nbOutputs, nvinfer1::IExprBuilder& /* exprBuilder */) noexcept
+{
+    try
+    {
+        require(nbInputs == 1 && nbOutputs == 1 && nbShapeInputs == 0, "expected 1 input, 1 output, no shape input");
+        require(inputs != nullptr && outputs != nullptr, "null shape arrays");
+        outputs[0] = inputs[0];
+        return 0;
+    }
+    catch (...)
+    {
+        logCaught("TestScaleBias::getOutputShapes");
+    }
+    return kERROR_STATUS;
+}
+
+bool ScaleBiasPlugin::supportsFormatCombination(
+    int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs, int32_t nbOutputs) noexcept
+{
+    try
+    {
+        require(nbInputs == 1 && nbOutputs == 1 && inOut != nullptr && pos >= 0 && pos < 2, "bad arguments");
+        return inOut[pos].desc.format == TensorFormat::kLINEAR && inOut[pos].desc.type == DataType::kFLOAT;
+    }
+    catch (...)
+    {
+        logCaught("TestScaleBias::supportsFormatCombination");
+    }
+    return false;
+}
+
+int32_t ScaleBiasPlugin::getNbOutputs() const noexcept
+{
+    return 1;
+}
+
+size_t ScaleBiasPlugin::getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* /* inputs */,
+    int32_t /* nbInputs */, nvinfer1::DynamicPluginTensorDesc const* /* outputs */,
+    int32_t /* nbOutputs */) const noexcept
+{
+    return 0;
+}
+
+int32_t ScaleBiasPlugin::onShapeChange(
+    nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out, int32_t nbOutputs) noexcept
+{
+    try
+    {
+        require(in != nullptr && out != nullptr, "null tensor descriptions");
+        checkIO(in[0], out[0], nbInputs, nbOutputs);
+        return 0;
+    }
+    catch (...)
+    {
+        logCaught("TestScaleBias::onShapeChange");
+    }
+    return kERROR_STATUS;
+}
+
+int32_t ScaleBiasPlugin::enqueue(nvinfer1::PluginTensorDesc const* inputDesc,
+    nvinfer1::PluginTensorDesc const* outputDesc, void const* const* inputs, void* const* outputs,
+    void* /* workspace */, cudaStream_t stream) noexcept
+{
+    try
+    {
+        require(inputDesc != nullptr && outputDesc != nullptr && inputs != nullptr && outputs != nullptr,
+            "null tensor descriptions or buffers");
+        checkIO(inputDesc[0], outputDesc[0], 1, 1);
+        int64_t count = 1;
+        for (int32_t i = 0; i < inputDesc[0].dims.nbDims; ++i)
+        {
+            require(inputDesc[0].dims.d[i] >= 0, "expected known dimensions at enqueue");
+            count *= inputDesc[0].dims.d[i];
+        }
+        int32_t const status = test_scale_bias_f32(
+            static_cast<float const*>(inputs[0]), static_cast<float*>(outputs[0]), count, mScale, mBias, stream);
+        checkCuda(static_cast<cudaError_t>(status), "the TestScaleBias kernel launch");
+        return 0;
+    }
+    catch (...)
+    {
+        logCaught("TestScaleBias::enqueue");
+    }
+    return kERROR_STATUS;
+}
+
+void ScaleBiasPlugin::addFieldsToSerialize(std::vector<PluginField>& fields)
+{
+    fields.emplace_back("scale", &mScale, PluginFieldType::kFLOAT32, 1);
+    fields.emplace_back("bias", &mBias, PluginFieldType::kFLOAT32, 1);
+}
+
+ScaleBiasPluginCreator::ScaleBiasPluginCreator(char const* pluginNamespace)
+    : PluginCreatorBase(kSCALE_BIAS_NAME, kSCALE_BIAS_VERSION, pluginNamespace,
+        {PluginField("scale", nullptr, PluginFieldType::kFLOAT32, 1),
+            PluginField("bias", nullptr, PluginFieldType::kFLOAT32, 1)})
+{
+}
+
+std::unique_ptr<nvinfer1::IPluginV3> ScaleBiasPluginCreator::createFromFields(nvinfer1::PluginFieldCollection const* fc)
+{
+    bool hasScale = false;
+    bool hasBias = false;
+    float scale = 0.0F;
+    float bias = 0.0F;
+    readFields(fc, "'scale' and 'bias' (kFLOAT32)", [&](PluginField const& field, std::string const& name) {
+        if (name == "scale")
+        {
+            scale = readScalarField<float>(field, PluginFieldType::kFLOAT32);
+            hasScale = true;
+            return true;
+        }
+        if (name == "bias")
+        {
+            bias = readScalarField<float>(field, PluginFieldType::kFLOAT32);
+            hasBias = true;
+            return true;
+        }
+        return false;
+    });
+    require(hasScale && hasBias, "missing field 'scale' or 'bias' (kFLOAT32)");
+    return std::make_unique<ScaleBiasPlugin>(scale, bias, getPluginNamespace());
+}
+
+} // namespace plugins
+} // namespace torchtrt_ext

@@ -1,0 +1,73 @@
+"""The package layering: graph rewrites (``passes``) never import the backend or the doctor; the backend uses the passes
+and never the doctor; the doctor sits outside both. Read from the sources (every import statement, at any depth)."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "torchtrt_ext"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> list[tuple[str, str | None]]:
+    """(imported module, enclosing function or None) for every import in ``path``; ``from a import b`` counts as
+    ``a.b`` when ``a.b`` is a module of the package."""
+    tree = ast.parse(path.read_text())
+    found: list[tuple[str, str | None]] = []
+
+    def visit(node: ast.AST, function: str | None) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else function
+            if isinstance(child, ast.Import):
+                found.extend((alias.name, function) for alias in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.module:
+                for alias in child.names:
+                    sub = f"{child.module}.{alias.name}"
+                    is_module = (PACKAGE.parent / sub.replace(".", "/")).with_suffix(".py").is_file() or \
+                        (PACKAGE.parent / sub.replace(".", "/")).is_dir()
+                    found.append((sub if is_module else child.module, function))
+            visit(child, inner)
+
+    visit(tree, None)
+    return found
+
+
+def _package_imports(package: str) -> dict[str, list[tuple[str, str | None]]]:
+    root = PACKAGE / package
+    return {_module_name(p): [(m, f) for m, f in imports(p) if m.startswith("torchtrt_ext")]
+            for p in sorted(root.rglob("*.py"))}
+
+
+def _within(module: str, *packages: str) -> bool:
+    return any(module == p or module.startswith(f"{p}.") for p in packages)
+
+
+def test_the_rewrite_package_imports_neither_the_backend_nor_the_doctor() -> None:
+    allowed = ("torchtrt_ext.passes", "torchtrt_ext.ops", "torchtrt_ext.errors")
+    found = {(module, target, function) for module, targets in _package_imports("passes").items()
+             for target, function in targets if not _within(target, *allowed)}
+    # the one exception: passes.report / passes.DoctorReport, the doctor's former names, looked up on first use
+    assert found == {("torchtrt_ext.passes", "torchtrt_ext.doctor", "__getattr__")}
+
+
+def test_the_backend_uses_the_passes_and_never_the_doctor() -> None:
+    found = {target for targets in _package_imports("backend").values() for target, _ in targets}
+    assert any(_within(t, "torchtrt_ext.passes") for t in found)  # backend -> passes: the one direction
+    assert not any(_within(t, "torchtrt_ext.doctor", "torchtrt_ext.cli", "torchtrt_ext.runtime") for t in found)
+
+
+def test_the_doctor_lives_outside_both_packages() -> None:
+    assert (PACKAGE / "doctor.py").is_file() and not (PACKAGE / "passes" / "report.py").exists()
+    targets = {t for t, _ in imports(PACKAGE / "doctor.py")}
+    assert any(_within(t, "torchtrt_ext.backend") for t in targets) and any(_within(t, "torchtrt_ext.passes")
+                                                                             for t in targets)
+
+
+def test_the_walker_sees_what_it_is_given() -> None:
+    """The scan itself: a function-level import is found, with its function."""
+    found = imports(PACKAGE / "passes" / "__init__.py")
+    assert ("torchtrt_ext.doctor", "__getattr__") in found and ("torchtrt_ext.passes.cleanup", None) in found
