@@ -9,8 +9,9 @@ picks the route of our own ops:
 - ``"auto"``: C++ when the library is built, else Python; on TensorRT-RTX always ``"decompose"`` (logged).
 
 An op bound to a plugin TensorRT itself provides (``provider="tensorrt"``, e.g. ``EfficientNMS_TRT``) takes TensorRT's
-plugin library (route ``"tensorrt"``) unless ``plugins="decompose"``; ``"auto"`` decomposes it where that library is
-missing. TensorRT-RTX aborts the whole process when a node maps to any plugin, so with that backend ``"cpp"`` and
+plugin library (route ``"tensorrt"``) unless ``plugins="decompose"``. Where that library is missing (TensorRT-RTX), an
+op whose definition names a ``fallback_plugin`` of ours takes it (route ``"cpp"``; its nodes get our namespace), and
+``"auto"`` decomposes the others. TensorRT-RTX aborts the whole process when a node maps to any plugin, so with that backend ``"cpp"`` and
 ``"python"`` raise before the parser sees the graph, and ``assert_plugin_free`` refuses, as a last line, any graph
 with a node outside the standard ONNX operator set.
 """
@@ -37,7 +38,7 @@ from torchtrt_ext.errors import (
     failure,
 )
 from torchtrt_ext.ops._spec import DOMAIN, PROVIDER_OURS, PROVIDER_TENSORRT, PluginRef, registered_ops
-from torchtrt_ext.passes import complete_optional_inputs, decompose_custom_ops
+from torchtrt_ext.passes import bind_plugin_namespaces, complete_optional_inputs, decompose_custom_ops
 from torchtrt_ext.passes.onnx_util import custom_nodes, node_attr, non_standard_nodes
 
 log = logging.getLogger("torchtrt_ext.backend")
@@ -114,7 +115,15 @@ def auto_route(ref: PluginRef, api: TRTApi | None, backend: str) -> tuple[str | 
     if ref.provider == PROVIDER_TENSORRT:
         if api is not None and api.has_tensorrt_plugins:
             return "tensorrt", f"TensorRT's own plugin library ({api.name} {api.version})"
-        return None, f"TensorRT's own plugin library (libnvinfer_plugin), which {backend} does not provide here"
+        fallback = fallback_plugin(ref)
+        missing = f"TensorRT's own plugin library (libnvinfer_plugin), which {backend} does not provide here"
+        if fallback is None:
+            return None, missing
+        try:
+            library = _native.plugin_library_path()
+        except LibraryNotFoundError as exc:
+            return None, f"{missing}, or our C++ plugin library ({exc.remedy or exc})"
+        return "cpp", f"our C++ plugin {fallback.id} in {library} ({missing})"
     try:
         route, _, how = _our_plugins()
     except _NoPlugins as exc:
@@ -146,19 +155,46 @@ def _our_route(requested: str, api: TRTApi, refs: tuple[PluginRef, ...]) -> tupl
     return route, library
 
 
-def _tensorrt_route(requested: str, api: TRTApi, refs: tuple[PluginRef, ...]) -> str:
-    """The route of ops whose plugin TensorRT's own plugin library provides."""
+def fallback_plugin(ref: PluginRef) -> PluginRef | None:
+    """Our own C++ plugin standing in for ``ref``, an op bound to a plugin TensorRT provides, where TensorRT's plugin
+    library does not exist (TensorRT-RTX): the op definition's ``fallback_plugin``, or None."""
+    op = registered_ops().get(ref.name)
+    return op.spec.fallback_plugin if op is not None and ref.provider == PROVIDER_TENSORRT else None
+
+
+def _tensorrt_ops(requested: str, api: TRTApi, refs: tuple[PluginRef, ...]) -> tuple[tuple[OpPlan, ...], Path | None]:
+    """Plans of the ops bound to plugins TensorRT provides, and the C++ library if one takes our fallback: TensorRT's
+    plugin library where ``api`` has it; else our fallback plugin where the op has one and the library is built; else,
+    with ``auto``, the decomposition."""
     if requested == "decompose":
-        return "decompose"
+        return tuple(OpPlan(r, "decompose") for r in refs), None
     if api.has_tensorrt_plugins:
-        return "tensorrt"
-    if requested == "auto":
-        log.info("plugins='auto': %s has no TensorRT plugin library, decomposing %s", api.name, _names(refs))
-        return "decompose"
-    raise BuildError(failure(
-        f"plugins={requested!r}: {_names(refs)} need TensorRT's own plugin library, which {api.name} {api.version} "
-        "does not have", "a TensorRT with libnvinfer_plugin (tensorrt.init_libnvinfer_plugins)",
-        "pass plugins='decompose' (or 'auto')"))
+        return tuple(OpPlan(r, "tensorrt") for r in refs), None
+    library = None
+    if requested in ("auto", "cpp") and any(fallback_plugin(r) for r in refs):
+        try:
+            library = _native.plugin_library_path()
+        except LibraryNotFoundError:
+            if requested == "cpp":
+                raise
+    plans = []
+    for ref in refs:
+        fallback = fallback_plugin(ref)
+        if fallback is not None and library is not None:
+            log.info("%s has no TensorRT plugin library: our C++ plugin %s serves %s", api.name, fallback.id, ref.name)
+            plans.append(OpPlan(fallback, "cpp"))
+        elif requested == "auto":
+            log.info("plugins='auto': %s has no TensorRT plugin library, decomposing %s", api.name, ref.name)
+            plans.append(OpPlan(ref, "decompose"))
+        else:
+            ours = "" if fallback is None else " or our C++ plugin library"
+            raise BuildError(failure(
+                f"plugins={requested!r}: {ref.name} has no plugin here: ops bound to TensorRT's plugins need "
+                f"TensorRT's own plugin library{ours}, which {api.name} {api.version} does not have",
+                "a TensorRT with libnvinfer_plugin (tensorrt.init_libnvinfer_plugins)" + ours,
+                "pass plugins='decompose' (or 'auto')" + (", or build the plugin library (pip install -e .)"
+                                                          if fallback is not None else "")))
+    return tuple(plans), library
 
 
 def resolve_plugin_plan(requested: str, api: TRTApi, model: onnx.ModelProto) -> PluginPlan:
@@ -185,9 +221,11 @@ def resolve_plugin_plan(requested: str, api: TRTApi, model: onnx.ModelProto) -> 
     ours = tuple(r for r in refs if r.provider == PROVIDER_OURS)
     theirs = tuple(r for r in refs if r.provider == PROVIDER_TENSORRT)
     our_route, library = _our_route(requested, api, ours) if ours else ("", None)
-    their_route = _tensorrt_route(requested, api, theirs) if theirs else ""
-    ops = tuple(OpPlan(r, our_route if r.provider == PROVIDER_OURS else their_route) for r in refs)
-    return PluginPlan(our_route or their_route, library, file_sha256(library) if library else None, ops)
+    their_ops, fallback_library = _tensorrt_ops(requested, api, theirs) if theirs else ((), None)
+    library = library or fallback_library
+    ops = tuple(OpPlan(r, our_route) for r in ours) + their_ops
+    return PluginPlan(our_route or their_ops[0].route, library, file_sha256(library) if library else None,
+                      tuple(sorted(ops, key=lambda o: o.op_type)))
 
 
 def resolve_plugin_mode(requested: str, api: TRTApi, model: onnx.ModelProto) -> PluginPlan:
@@ -226,7 +264,10 @@ def _split_id(plugin_id: str) -> tuple[str, str, str]:
 
 def prepare_graph(model: onnx.ModelProto, plan: PluginPlan) -> onnx.ModelProto:
     """The graph to parse: the ops the plan decomposes replaced by standard ops; with Python plugins, every optional
-    input present (a tensorrt.plugin has a fixed input count: absent ones become empty placeholders)."""
+    input present (a tensorrt.plugin has a fixed input count: absent ones become empty placeholders); nodes naming
+    the plugin namespace of the planned plugin (ours, for an op bound to TensorRT's where that is absent)."""
+    model = bind_plugin_namespaces(model, {op.op_type: op.plugin.namespace for op in plan.ops
+                                           if op.route != "decompose"})
     decomposed = plan.op_types("decompose")
     if decomposed:
         before = len(custom_nodes(model))
