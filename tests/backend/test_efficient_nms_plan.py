@@ -81,3 +81,14 @@ def test_the_doctor_names_the_route_auto_takes(cpp_library: Path) -> None:
     assert plugins.auto_route(THEIRS, stand_in(True), "tensorrt")[0] == "tensorrt"
     route, how = plugins.auto_route(THEIRS, stand_in(False), "tensorrt")
     assert route == "cpp" and "torchtrt_ext::EfficientNMS_TRT:1" in how and str(cpp_library) in how
+
+
+def test_tensorrt_rtx_has_no_tensorrt_plugin_library() -> None:
+    """Real TensorRT-RTX: init_libnvinfer_plugins exists and returns True, yet registers no EfficientNMS_TRT, so the
+    adapter must not offer TensorRT's plugin route there (our fallback, or the decomposition, serves the op)."""
+    trt = pytest.importorskip("tensorrt_rtx", reason="tensorrt_rtx is not installed (pip install 'torchtrt_ext[rtx]')")
+    from torchtrt_ext.backend.adapter import load_backend
+
+    assert trt.init_libnvinfer_plugins(trt.Logger(trt.Logger.ERROR), "")
+    assert trt.get_plugin_registry().get_creator("EfficientNMS_TRT", "1", "") is None
+    assert load_backend("tensorrt_rtx").has_tensorrt_plugins is False

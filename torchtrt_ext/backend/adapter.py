@@ -122,8 +122,10 @@ class TRTApi:
 
     @property
     def has_tensorrt_plugins(self) -> bool:
-        """Whether TensorRT's own plugin library (libnvinfer_plugin: EfficientNMS_TRT, ...) can be registered."""
-        return self.supports_plugins and hasattr(self.trt, "init_libnvinfer_plugins")
+        """Whether TensorRT's own plugin library (libnvinfer_plugin: EfficientNMS_TRT, ...) can be registered. Never on
+        TensorRT-RTX: it ships no plugin library, though its module has init_libnvinfer_plugins (which returns True
+        and registers none of those creators)."""
+        return self.supports_plugins and not self.is_rtx and hasattr(self.trt, "init_libnvinfer_plugins")
 
     def init_tensorrt_plugins(self) -> None:
         """Register TensorRT's own plugin creators (namespace "") in the plugin registry."""
