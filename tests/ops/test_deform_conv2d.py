@@ -11,7 +11,7 @@ import torchtrt_ext
 from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError
 from torchtrt_ext.ops import deform_conv2d
 from torchtrt_ext.nn import DeformConv2d
-from torchtrt_ext.ops.deform_conv2d import sample_columns, torch_deform_conv2d
+from torchtrt_ext.ops.deform_conv2d import torch_deform_conv2d
 from tests.helpers import node_attrs, op_types, rel_err, run_onnx, single_custom_node
 
 EXPORTERS = ["legacy", "dynamo"]
@@ -158,36 +158,6 @@ def test_gradient_flows_to_every_input() -> None:
     minus[1, 0, 2, 1] -= eps
     numeric = (loss(plus) - loss(minus)) / (2 * eps)
     assert abs(numeric - leaves["weight"].grad[1, 0, 2, 1].item()) < 2e-2 * max(1.0, abs(numeric))
-
-
-def to_kernel_layout(cols: torch.Tensor, groups: int, taps: int) -> torch.Tensor:
-    """sample_columns' [N, C*K, P] (row c*K + k) in the CUDA kernel's layout [N, P, C*K] (row gc*K*Cg + k*Cg + c')."""
-    n, rows, pixels = cols.shape
-    per_group = rows // taps // groups
-    return cols.view(n, groups, per_group, taps, pixels).permute(0, 4, 1, 3, 2).reshape(n, pixels, rows)
-
-
-@pytest.mark.parametrize("name", ["basic", "groups2", "groups2_offset_groups4", "mixed"])
-@pytest.mark.parametrize("split", [False, True])
-def test_cuda_path_gemm_layout_on_cpu(name: str, split: bool) -> None:
-    """The CUDA path's weight permutation and GEMMs (plain, grouped, 3xTF32 split) on the kernel's column layout."""
-    from torchtrt_ext.ops._deform_conv2d_cuda import _tf32_high, columns_weight, gemm_columns
-
-    case = _case(**CASES[name])
-    if split and case["groups"] != 1:
-        pytest.skip("the split GEMM is used for groups == 1 only")
-    weight = case["weight"]
-    taps = weight.shape[2] * weight.shape[3]
-    offset_groups = case["offset"].shape[1] // (2 * taps)
-    cols = sample_columns(case["x"], case["offset"], case["mask"], tuple(weight.shape[2:]), case["stride"],
-                          case["padding"], case["dilation"], offset_groups)
-    kernel_cols = to_kernel_layout(cols, case["groups"], taps)
-    if split:
-        hi = _tf32_high(kernel_cols)
-        kernel_cols = torch.cat([hi, kernel_cols - hi], dim=2)
-    out = gemm_columns(kernel_cols, columns_weight(weight, case["groups"]), split)
-    out = out.view(cols.shape[0], weight.shape[0], *case["offset"].shape[-2:]) + case["bias"].view(1, -1, 1, 1)
-    assert rel_err(out, loop_reference(**case)) < 1e-5
 
 
 # ----------------------------------------------------------------------------------------------------- export

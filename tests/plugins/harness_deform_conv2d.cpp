@@ -10,6 +10,7 @@
 //
 // Each check prints "ok   <name>" or "FAIL <name>: <detail>"; the exit status is the number of failures (capped).
 #include "NvInferRuntime.h"
+#include "kernels/deform_conv2d.h"
 #include "plugins/creator_table.h"
 #include "test_doubles.h"
 
@@ -38,8 +39,7 @@ namespace
 {
 constexpr char const* kNAME = "DeformConv2d";
 
-using WorkspaceSizeFn = int64_t (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-    int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
+using WorkspaceSizeFn = int64_t (*)(TorchtrtExtDeformConv2dDesc const*);
 
 // ------------------------------------------------------------------------------------------------ helpers
 struct Attrs
@@ -550,9 +550,9 @@ void checkConfigure(Checker& c, Library const& lib, IPluginCreatorV3One* creator
         }
         DynamicPluginTensorDesc out = dynDesc(dynOut, DataType::kHALF);
         auto const workspaceSize = lib.symbol<WorkspaceSizeFn>("torchtrt_ext_deform_conv2d_workspace_size");
-        int64_t const want = workspaceSize != nullptr
-            ? workspaceSize(8, 16, 64, 64, 24, 3, 3, 1, 1, 1, 1, 1, 1, 2, 2, 2)
-            : -2;
+        TorchtrtExtDeformConv2dDesc const desc{8, 16, 64, 64, 24, 3, 3, 1, 1, 1, 1, 1, 1, 2, 2,
+            TORCHTRT_EXT_DCN_FLOAT16, TORCHTRT_EXT_DCN_NCHW};
+        int64_t const want = workspaceSize != nullptr ? workspaceSize(&desc) : -2;
         size_t const got = bu->getWorkspaceSize(in.data(), 5, &out, 1);
         c.check(want > 0 && got == static_cast<size_t>(want),
             "getWorkspaceSize is torchtrt_ext_deform_conv2d_workspace_size at the profile's max dims (N=8, H=W=64, fp16)",

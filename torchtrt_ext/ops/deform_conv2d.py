@@ -17,8 +17,8 @@ W_out]``. Optional inputs come last (``_spec`` requires it); when a mask is give
 function passes a zero bias, so a node never has a hole in its inputs.
 
 Eager math: torchvision's op when torchvision imports, else the PyTorch implementation here (gather-based,
-FP32). On CUDA tensors the kernel of csrc/kernels/deform_conv2d.cu samples the columns and cuBLAS (through
-torch.matmul) does the GEMM. The decomposition into standard ONNX ops is gather-based with explicit corner masks.
+FP32). On CUDA tensors the launcher of csrc/kernels/deform_conv2d.cu runs the whole op (sampling, tensor-core GEMM,
+bias), the same code the TensorRT plugins run. The decomposition into standard ONNX ops is gather-based with explicit corner masks.
 """
 from __future__ import annotations
 
@@ -129,9 +129,9 @@ def _eager(input: torch.Tensor, offset: torch.Tensor, weight: torch.Tensor, bias
 def _cuda(input: torch.Tensor, offset: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
           mask: torch.Tensor | None, stride: tuple, padding: tuple, dilation: tuple, groups: int,
           offset_groups: int) -> torch.Tensor:
-    from torchtrt_ext.ops._deform_conv2d_cuda import deform_conv2d_cuda
+    from torchtrt_ext.ops._deform_conv2d_full import deform_conv2d_full
 
-    return deform_conv2d_cuda(input, offset, weight, bias, mask, stride, padding, dilation, groups, offset_groups)
+    return deform_conv2d_full(input, offset, weight, bias, mask, stride, padding, dilation, groups, offset_groups)
 
 
 # ------------------------------------------------------------------------------------------ shapes and checks

@@ -102,10 +102,14 @@ using PluginCoreBase = PluginIdentity<nvinfer1::IPluginV3OneCore>;
 
 //! An IPluginV3 with the core, build and runtime capabilities, holding what every torchtrt_ext plugin does the same
 //! way: capability lookup, clone (a copy of Derived), attachToContext (no per-context resources: each execution
-//! context gets its own independent copy), timing-cache ID and metadata (a description of the creation state), and the
-//! PluginFieldCollection of getFieldsToSerialize. Derived (CRTP) is the op's plugin class; it must be copyable and
-//! define, for this base only (a friend), `void addFieldsToSerialize(std::vector<nvinfer1::PluginField>& fields)`
-//! appending its attributes with data pointing into the object (the same list its creator reads).
+//! context gets its own independent copy), timing-cache ID and metadata (a description of the creation state), the
+//! PluginFieldCollection of getFieldsToSerialize, and the type rules every op shares: one output, every tensor LINEAR
+//! and of one type, float32, float16 or bfloat16 (getNbOutputs, getOutputDataTypes, supportsFormatCombination).
+//! Derived (CRTP) is the op's plugin class; it must be copyable and define, for this base only (a friend):
+//!   `void addFieldsToSerialize(std::vector<nvinfer1::PluginField>& fields)` appending its attributes with data
+//!       pointing into the object (the same list its creator reads);
+//!   `static void checkCounts(int32_t nbInputs, int32_t nbOutputs)` throwing PluginError for counts it does not take;
+//!   `static char const* inputName(int32_t index) noexcept` naming input `index` in messages ("weight").
 template <typename Derived>
 class PluginV3Base : public nvinfer1::IPluginV3,
                      public PluginCoreBase,
@@ -150,6 +154,68 @@ public:
     }
 
     // IPluginV3OneBuild
+    int32_t getNbOutputs() const noexcept override
+    {
+        return 1;
+    }
+    //! The output has the inputs' type; fails (logged) unless every input has one supported type.
+    int32_t getOutputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs, nvinfer1::DataType const* inputTypes,
+        int32_t nbInputs) const noexcept override
+    {
+        try
+        {
+            Derived::checkCounts(nbInputs, nbOutputs);
+            require(outputTypes != nullptr && inputTypes != nullptr, "null type arrays");
+            require(isFloatType(inputTypes[0]),
+                std::string(Derived::inputName(0)) + " has type " + dataTypeName(inputTypes[0])
+                    + ", expected kFLOAT, kHALF or kBF16 (cast the inputs first)");
+            for (int32_t i = 1; i < nbInputs; ++i)
+            {
+                require(inputTypes[i] == inputTypes[0],
+                    std::string(Derived::inputName(i)) + " has type " + dataTypeName(inputTypes[i])
+                        + ", expected the input's type " + dataTypeName(inputTypes[0]) + " (cast it)");
+            }
+            outputTypes[0] = inputTypes[0];
+            return 0;
+        }
+        catch (...)
+        {
+            logCaughtIn(getPluginName(), "getOutputDataTypes");
+        }
+        return -1;
+    }
+    //! LINEAR float32, float16 or bfloat16 at position 0; every later position the type chosen for position 0.
+    bool supportsFormatCombination(int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs,
+        int32_t nbOutputs) noexcept override
+    {
+        try
+        {
+            Derived::checkCounts(nbInputs, nbOutputs);
+            require(inOut != nullptr, "null tensor descriptions");
+            require(pos >= 0 && pos < nbInputs + nbOutputs,
+                "position " + std::to_string(pos) + " is out of range, expected [0, "
+                    + std::to_string(nbInputs + nbOutputs) + ")");
+            nvinfer1::PluginTensorDesc const& desc = inOut[pos].desc;
+            if (desc.format != nvinfer1::TensorFormat::kLINEAR || !isFloatType(desc.type))
+            {
+                return false;
+            }
+            // Every later position is asked with the earlier ones already chosen: all must be position 0's type.
+            return pos == 0 || desc.type == inOut[0].desc.type;
+        }
+        catch (...)
+        {
+            logCaughtIn(getPluginName(), "supportsFormatCombination");
+        }
+        return false;
+    }
+    //! True for the data types the kernels compute (accumulating in float32): kFLOAT, kHALF, kBF16.
+    static bool isFloatType(nvinfer1::DataType type) noexcept
+    {
+        return type == nvinfer1::DataType::kFLOAT || type == nvinfer1::DataType::kHALF
+            || type == nvinfer1::DataType::kBF16;
+    }
+
     char const* getTimingCacheID() noexcept override
     {
         return mDescription.c_str();

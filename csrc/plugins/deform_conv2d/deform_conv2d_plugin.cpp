@@ -53,13 +53,22 @@ std::string dimsText(Dims const& d)
     return s + "]";
 }
 
-void checkCounts(int32_t nbInputs, int32_t nbOutputs)
+} // namespace
+
+void DeformConv2dPlugin::checkCounts(int32_t nbInputs, int32_t nbOutputs)
 {
     require(nbInputs >= kMIN_INPUTS && nbInputs <= kMAX_INPUTS && nbOutputs == kNB_OUTPUTS,
         "expected 3 to 5 inputs (input, offset, weight[, bias[, mask]]) and 1 output, got " + std::to_string(nbInputs)
             + " inputs and " + std::to_string(nbOutputs) + " outputs");
 }
 
+char const* DeformConv2dPlugin::inputName(int32_t index) noexcept
+{
+    return index >= 0 && index < kMAX_INPUTS ? kINPUT_NAMES[index] : "<input>";
+}
+
+namespace
+{
 bool known(int64_t d)
 {
     return d >= 0;
@@ -85,10 +94,6 @@ IDimensionExpr const* convOutExpr(nvinfer1::IExprBuilder& eb, IDimensionExpr con
     return eb.operation(DimensionOperation::kSUM, *steps, *one);
 }
 
-size_t elementSize(DataType type)
-{
-    return type == DataType::kFLOAT ? 4 : 2;
-}
 } // namespace
 
 DeformConv2dPlugin::DeformConv2dPlugin(DeformConv2dAttrs const& attrs, std::string pluginNamespace)
@@ -106,11 +111,6 @@ DeformConv2dPlugin::DeformConv2dPlugin(DeformConv2dAttrs const& attrs, std::stri
         "field 'offset_groups' is " + std::to_string(attrs.offsetGroups) + ", expected a value >= 1");
 }
 
-bool DeformConv2dPlugin::isSupportedType(DataType type) noexcept
-{
-    return type == DataType::kFLOAT || type == DataType::kHALF || type == DataType::kBF16;
-}
-
 void DeformConv2dPlugin::checkIO(
     PluginTensorDesc const* in, int32_t nbInputs, PluginTensorDesc const& out, int32_t nbOutputs) const
 {
@@ -125,7 +125,7 @@ void DeformConv2dPlugin::checkIO(
     require(out.dims.nbDims == 4, "the output has shape " + dimsText(out.dims) + ", expected rank 4");
     require(out.format == TensorFormat::kLINEAR, "the output is not LINEAR, expected LINEAR");
     DataType const type = in[kINPUT].type;
-    require(isSupportedType(type),
+    require(isFloatType(type),
         std::string("input has type ") + dataTypeName(type) + ", expected kFLOAT, kHALF or kBF16");
     for (int32_t i = 1; i < nbInputs; ++i)
     {
@@ -217,12 +217,20 @@ void DeformConv2dPlugin::checkIO(
     }
 }
 
-int64_t DeformConv2dPlugin::workspaceBytes(Dims const& input, Dims const& weight, DataType type) const
+TorchtrtExtDeformConv2dDesc DeformConv2dPlugin::launchDesc(Dims const& input, Dims const& weight, DataType type) const
 {
-    int64_t const bytes = torchtrt_ext_deform_conv2d_workspace_size(input.d[0], input.d[1], input.d[2], input.d[3],
-        weight.d[0], weight.d[2], weight.d[3], mAttrs.stride[0], mAttrs.stride[1], mAttrs.padding[0], mAttrs.padding[1],
-        mAttrs.dilation[0], mAttrs.dilation[1], mAttrs.groups, mAttrs.offsetGroups,
-        static_cast<int64_t>(elementSize(type)));
+    int32_t const dtype = type == DataType::kFLOAT ? TORCHTRT_EXT_DCN_FLOAT32
+        : type == DataType::kHALF                  ? TORCHTRT_EXT_DCN_FLOAT16
+                                                   : TORCHTRT_EXT_DCN_BFLOAT16;
+    return {input.d[0], input.d[1], input.d[2], input.d[3], weight.d[0], weight.d[2], weight.d[3], mAttrs.stride[0],
+        mAttrs.stride[1], mAttrs.padding[0], mAttrs.padding[1], mAttrs.dilation[0], mAttrs.dilation[1], mAttrs.groups,
+        mAttrs.offsetGroups, dtype, TORCHTRT_EXT_DCN_NCHW};
+}
+
+int64_t DeformConv2dPlugin::workspaceBytes(TorchtrtExtDeformConv2dDesc const& desc, Dims const& input,
+    Dims const& weight) const
+{
+    int64_t const bytes = torchtrt_ext_deform_conv2d_workspace_size(&desc);
     require(bytes >= 0,
         "the kernel rejects input " + dimsText(input) + " with weight " + dimsText(weight) + " and " + mDescription
             + " (sizes out of range, or channels not divisible by groups/offset_groups)");
@@ -248,32 +256,6 @@ int32_t DeformConv2dPlugin::configurePlugin(nvinfer1::DynamicPluginTensorDesc co
     catch (...)
     {
         logCaught("DeformConv2d::configurePlugin");
-    }
-    return kERROR_STATUS;
-}
-
-int32_t DeformConv2dPlugin::getOutputDataTypes(
-    DataType* outputTypes, int32_t nbOutputs, DataType const* inputTypes, int32_t nbInputs) const noexcept
-{
-    try
-    {
-        checkCounts(nbInputs, nbOutputs);
-        require(outputTypes != nullptr && inputTypes != nullptr, "null type arrays");
-        require(isSupportedType(inputTypes[0]),
-            std::string("input has type ") + dataTypeName(inputTypes[0])
-                + ", expected kFLOAT, kHALF or kBF16 (cast the inputs first)");
-        for (int32_t i = 1; i < nbInputs; ++i)
-        {
-            require(inputTypes[i] == inputTypes[0],
-                std::string(kINPUT_NAMES[i]) + " has type " + dataTypeName(inputTypes[i]) + ", expected the input's type "
-                    + dataTypeName(inputTypes[0]) + " (cast it)");
-        }
-        outputTypes[0] = inputTypes[0];
-        return 0;
-    }
-    catch (...)
-    {
-        logCaught("DeformConv2d::getOutputDataTypes");
     }
     return kERROR_STATUS;
 }
@@ -317,36 +299,6 @@ int32_t DeformConv2dPlugin::getOutputShapes(nvinfer1::DimsExprs const* inputs, i
     return kERROR_STATUS;
 }
 
-bool DeformConv2dPlugin::supportsFormatCombination(
-    int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs, int32_t nbOutputs) noexcept
-{
-    try
-    {
-        checkCounts(nbInputs, nbOutputs);
-        require(inOut != nullptr, "null tensor descriptions");
-        require(pos >= 0 && pos < nbInputs + nbOutputs,
-            "position " + std::to_string(pos) + " is out of range, expected [0, " + std::to_string(nbInputs + nbOutputs)
-                + ")");
-        PluginTensorDesc const& desc = inOut[pos].desc;
-        if (desc.format != TensorFormat::kLINEAR || !isSupportedType(desc.type))
-        {
-            return false;
-        }
-        // Every later position is asked with the earlier ones already chosen: all must be the input's type.
-        return pos == 0 || desc.type == inOut[0].desc.type;
-    }
-    catch (...)
-    {
-        logCaught("DeformConv2d::supportsFormatCombination");
-    }
-    return false;
-}
-
-int32_t DeformConv2dPlugin::getNbOutputs() const noexcept
-{
-    return kNB_OUTPUTS;
-}
-
 size_t DeformConv2dPlugin::getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
     nvinfer1::DynamicPluginTensorDesc const* /* outputs */, int32_t nbOutputs) const noexcept
 {
@@ -356,7 +308,9 @@ size_t DeformConv2dPlugin::getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc co
         require(inputs != nullptr, "null tensor descriptions");
         // The largest shapes of the profile: the launcher's workspace never shrinks as N, C, H, W or C_out grow, so
         // this serves every shape the profile allows (the kernel size is static, checked by configurePlugin).
-        return static_cast<size_t>(workspaceBytes(inputs[kINPUT].max, inputs[kWEIGHT].max, inputs[kINPUT].desc.type));
+        Dims const& x = inputs[kINPUT].max;
+        Dims const& w = inputs[kWEIGHT].max;
+        return static_cast<size_t>(workspaceBytes(launchDesc(x, w, inputs[kINPUT].desc.type), x, w));
     }
     catch (...)
     {
@@ -408,29 +362,16 @@ int32_t DeformConv2dPlugin::enqueue(PluginTensorDesc const* inputDesc, PluginTen
         {
             return 0; // an empty output: nothing to compute
         }
-        DataType const type = inputDesc[kINPUT].type;
-        int64_t const bytes = workspaceBytes(x, w, type);
+        TorchtrtExtDeformConv2dDesc const desc = launchDesc(x, w, inputDesc[kINPUT].type);
+        int64_t const bytes = workspaceBytes(desc, x, w);
         require(inputs[kINPUT] != nullptr && inputs[kOFFSET] != nullptr && inputs[kWEIGHT] != nullptr
                 && outputs[0] != nullptr && (mNbInputs <= kBIAS || inputs[kBIAS] != nullptr)
                 && (mNbInputs <= kMASK || inputs[kMASK] != nullptr),
             "null input or output buffer");
         require(workspace != nullptr, "no workspace given, expected " + std::to_string(bytes) + " bytes");
-        void const* bias = mNbInputs > kBIAS ? inputs[kBIAS] : nullptr;
-        void const* mask = mNbInputs > kMASK ? inputs[kMASK] : nullptr;
-        auto const launch = [&](auto launcher) {
-            return launcher(inputs[kINPUT], inputs[kOFFSET], inputs[kWEIGHT], bias, mask, outputs[0], workspace, bytes,
-                x.d[0], x.d[1], x.d[2], x.d[3], w.d[0], w.d[2], w.d[3], mAttrs.stride[0], mAttrs.stride[1],
-                mAttrs.padding[0], mAttrs.padding[1], mAttrs.dilation[0], mAttrs.dilation[1], mAttrs.groups,
-                mAttrs.offsetGroups, stream);
-        };
-        int32_t status = 0;
-        switch (type)
-        {
-        case DataType::kFLOAT: status = launch(torchtrt_ext_deform_conv2d_f32); break;
-        case DataType::kHALF: status = launch(torchtrt_ext_deform_conv2d_f16); break;
-        case DataType::kBF16: status = launch(torchtrt_ext_deform_conv2d_bf16); break;
-        default: throw PluginError(std::string("no kernel for type ") + dataTypeName(type));
-        }
+        TorchtrtExtDeformConv2dTensors const tensors{inputs[kINPUT], inputs[kOFFSET], inputs[kWEIGHT],
+            mNbInputs > kBIAS ? inputs[kBIAS] : nullptr, mNbInputs > kMASK ? inputs[kMASK] : nullptr, outputs[0]};
+        int32_t const status = torchtrt_ext_deform_conv2d(&desc, &tensors, workspace, bytes, stream);
         checkCuda(static_cast<cudaError_t>(status), "the DeformConv2d kernel launch");
         return 0;
     }

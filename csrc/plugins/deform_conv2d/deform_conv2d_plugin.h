@@ -4,11 +4,12 @@
 // definition (torchtrt_ext/ops/deform_conv2d.py) always puts bias before mask and inserts a zero bias when only a mask
 // is given, so 3 inputs = neither, 4 inputs = bias, 5 inputs = bias and mask. One output [N, C_out, H_out, W_out] of
 // the input's type. LINEAR; float32, float16 or bfloat16, every tensor the same type. The arithmetic lives in
-// csrc/kernels/deform_conv2d.cu (full-op launcher: sampling + our own GEMM, no cuBLAS); this class checks shapes and
+// csrc/kernels/deform_conv2d.cu (torchtrt_ext_deform_conv2d, the launcher the eager op calls too); this class checks shapes and
 // formats, sizes the workspace and dispatches on the data type. Inputs, outputs and fields: README.md.
 #pragma once
 
 #include "NvInferRuntime.h"
+#include "kernels/deform_conv2d.h"
 #include "plugins/common/plugin_base.h"
 
 #include <memory>
@@ -47,14 +48,9 @@ public:
     // IPluginV3OneBuild
     int32_t configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
         nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept override;
-    int32_t getOutputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs,
-        nvinfer1::DataType const* inputTypes, int32_t nbInputs) const noexcept override;
     int32_t getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs const* shapeInputs,
         int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs,
         nvinfer1::IExprBuilder& exprBuilder) noexcept override;
-    bool supportsFormatCombination(int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs,
-        int32_t nbOutputs) noexcept override;
-    int32_t getNbOutputs() const noexcept override;
     //! From torchtrt_ext_deform_conv2d_workspace_size at the profile's largest shapes (DynamicPluginTensorDesc::max).
     size_t getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
         nvinfer1::DynamicPluginTensorDesc const* outputs, int32_t nbOutputs) const noexcept override;
@@ -65,19 +61,24 @@ public:
     int32_t enqueue(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
         void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) noexcept override;
 
-    //! True for the data types the kernels compute (accumulating in float32): kFLOAT, kHALF, kBF16.
-    static bool isSupportedType(nvinfer1::DataType type) noexcept;
-
 private:
     friend class PluginV3Base<DeformConv2dPlugin>;
+    //! 3 to 5 inputs and 1 output, else PluginError.
+    static void checkCounts(int32_t nbInputs, int32_t nbOutputs);
+    //! "input", "offset", "weight", "bias", "mask".
+    static char const* inputName(int32_t index) noexcept;
     //! stride, padding, dilation (kINT32 x 2), groups, offset_groups (kINT32), for getFieldsToSerialize.
     void addFieldsToSerialize(std::vector<nvinfer1::PluginField>& fields);
     //! Checks shared by configurePlugin, onShapeChange and enqueue on dims where -1 means "not known yet": counts,
     //! ranks, one supported type, LINEAR, static kernel size, channel relations, batch and output sizes.
     void checkIO(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const& out,
         int32_t nbOutputs) const;
-    //! Bytes of workspace for these (known) sizes; throws PluginError when the launchers would reject them.
-    int64_t workspaceBytes(nvinfer1::Dims const& input, nvinfer1::Dims const& weight, nvinfer1::DataType type) const;
+    //! The launcher's descriptor of these sizes (NCHW input, this plugin's attributes).
+    TorchtrtExtDeformConv2dDesc launchDesc(
+        nvinfer1::Dims const& input, nvinfer1::Dims const& weight, nvinfer1::DataType type) const;
+    //! Bytes of workspace for `desc`; throws PluginError, naming the shapes, when the launcher would reject them.
+    int64_t workspaceBytes(
+        TorchtrtExtDeformConv2dDesc const& desc, nvinfer1::Dims const& input, nvinfer1::Dims const& weight) const;
 
     DeformConv2dAttrs mAttrs;
     int32_t mNbInputs{0}; //!< 3, 4 or 5 once configurePlugin/onShapeChange has run (enqueue is not told the count)

@@ -36,13 +36,6 @@ std::string formatFloat(float value)
     return text;
 }
 
-void checkCounts(int32_t nbInputs, int32_t nbOutputs)
-{
-    require(nbInputs == kNB_INPUTS && nbOutputs == kNB_OUTPUTS,
-        "expected 1 input and 1 output, got " + std::to_string(nbInputs) + " inputs and " + std::to_string(nbOutputs)
-            + " outputs");
-}
-
 bool sameDims(nvinfer1::Dims const& a, nvinfer1::Dims const& b)
 {
     if (a.nbDims != b.nbDims)
@@ -82,9 +75,16 @@ int32_t L2NormPlugin::normalizedAxis(int32_t rank) const
     return mAxis < 0 ? mAxis + rank : mAxis;
 }
 
-bool L2NormPlugin::isSupportedType(DataType type) noexcept
+void L2NormPlugin::checkCounts(int32_t nbInputs, int32_t nbOutputs)
 {
-    return type == DataType::kFLOAT || type == DataType::kHALF || type == DataType::kBF16;
+    require(nbInputs == kNB_INPUTS && nbOutputs == kNB_OUTPUTS,
+        "expected 1 input and 1 output, got " + std::to_string(nbInputs) + " inputs and " + std::to_string(nbOutputs)
+            + " outputs");
+}
+
+char const* L2NormPlugin::inputName(int32_t /* index */) noexcept
+{
+    return "the input";
 }
 
 void L2NormPlugin::checkIO(nvinfer1::PluginTensorDesc const& in, nvinfer1::PluginTensorDesc const& out,
@@ -95,7 +95,7 @@ void L2NormPlugin::checkIO(nvinfer1::PluginTensorDesc const& in, nvinfer1::Plugi
     require(out.dims.nbDims == in.dims.nbDims,
         "the output has rank " + std::to_string(out.dims.nbDims) + ", expected the input's rank "
             + std::to_string(in.dims.nbDims));
-    require(isSupportedType(in.type),
+    require(isFloatType(in.type),
         std::string("the input has type ") + dataTypeName(in.type) + ", expected kFLOAT, kHALF or kBF16");
     require(out.type == in.type,
         std::string("the output has type ") + dataTypeName(out.type) + ", expected the input's type "
@@ -120,26 +120,6 @@ int32_t L2NormPlugin::configurePlugin(nvinfer1::DynamicPluginTensorDesc const* i
     return kERROR_STATUS;
 }
 
-int32_t L2NormPlugin::getOutputDataTypes(
-    DataType* outputTypes, int32_t nbOutputs, DataType const* inputTypes, int32_t nbInputs) const noexcept
-{
-    try
-    {
-        checkCounts(nbInputs, nbOutputs);
-        require(outputTypes != nullptr && inputTypes != nullptr, "null type arrays");
-        require(isSupportedType(inputTypes[0]),
-            std::string("the input has type ") + dataTypeName(inputTypes[0])
-                + ", expected kFLOAT, kHALF or kBF16 (cast the input first)");
-        outputTypes[0] = inputTypes[0];
-        return 0;
-    }
-    catch (...)
-    {
-        logCaught("L2Norm::getOutputDataTypes");
-    }
-    return kERROR_STATUS;
-}
-
 int32_t L2NormPlugin::getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs,
     nvinfer1::DimsExprs const* /* shapeInputs */, int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs,
     int32_t nbOutputs, nvinfer1::IExprBuilder& /* exprBuilder */) noexcept
@@ -159,36 +139,6 @@ int32_t L2NormPlugin::getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t
         logCaught("L2Norm::getOutputShapes");
     }
     return kERROR_STATUS;
-}
-
-bool L2NormPlugin::supportsFormatCombination(
-    int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs, int32_t nbOutputs) noexcept
-{
-    try
-    {
-        checkCounts(nbInputs, nbOutputs);
-        require(inOut != nullptr, "null tensor descriptions");
-        require(pos >= 0 && pos < nbInputs + nbOutputs,
-            "position " + std::to_string(pos) + " is out of range, expected [0, " + std::to_string(nbInputs + nbOutputs)
-                + ")");
-        nvinfer1::PluginTensorDesc const& desc = inOut[pos].desc;
-        if (desc.format != TensorFormat::kLINEAR || !isSupportedType(desc.type))
-        {
-            return false;
-        }
-        // The output (pos 1) may only be asked about with a supported input in inOut[0].
-        return pos == 0 || desc.type == inOut[0].desc.type;
-    }
-    catch (...)
-    {
-        logCaught("L2Norm::supportsFormatCombination");
-    }
-    return false;
-}
-
-int32_t L2NormPlugin::getNbOutputs() const noexcept
-{
-    return kNB_OUTPUTS;
 }
 
 size_t L2NormPlugin::getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* /* inputs */, int32_t /* nbInputs */,

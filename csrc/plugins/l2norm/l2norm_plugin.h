@@ -29,14 +29,9 @@ public:
     // IPluginV3OneBuild
     int32_t configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
         nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept override;
-    int32_t getOutputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs,
-        nvinfer1::DataType const* inputTypes, int32_t nbInputs) const noexcept override;
     int32_t getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs const* shapeInputs,
         int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs,
         nvinfer1::IExprBuilder& exprBuilder) noexcept override;
-    bool supportsFormatCombination(int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs,
-        int32_t nbOutputs) noexcept override;
-    int32_t getNbOutputs() const noexcept override;
     size_t getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
         nvinfer1::DynamicPluginTensorDesc const* outputs, int32_t nbOutputs) const noexcept override;
 
@@ -46,11 +41,12 @@ public:
     int32_t enqueue(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
         void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) noexcept override;
 
-    //! True for the data types the kernel computes (accumulating in float32): kFLOAT, kHALF, kBF16.
-    static bool isSupportedType(nvinfer1::DataType type) noexcept;
-
 private:
     friend class PluginV3Base<L2NormPlugin>;
+    //! 1 input and 1 output, else PluginError.
+    static void checkCounts(int32_t nbInputs, int32_t nbOutputs);
+    //! "the input".
+    static char const* inputName(int32_t index) noexcept;
     //! axis (kINT32) and eps (kFLOAT32), for getFieldsToSerialize.
     void addFieldsToSerialize(std::vector<nvinfer1::PluginField>& fields);
     //! The axis counted from 0 for a tensor of `rank` dimensions; throws PluginError when it does not fit.
