@@ -43,13 +43,6 @@ std::string describe(TorchtrtExtEfficientNmsParams const& f)
     return text;
 }
 
-void checkCounts(int32_t nbInputs, int32_t nbOutputs)
-{
-    require(nbInputs == kNB_INPUTS && nbOutputs == kNB_OUTPUTS,
-        "expected 2 inputs (boxes, scores) and 4 outputs, got " + std::to_string(nbInputs) + " inputs and "
-            + std::to_string(nbOutputs) + " outputs (the fused box decoder's anchors input is not supported)");
-}
-
 void requireFlag(int32_t value, char const* name)
 {
     require(value == 0 || value == 1, std::string("field '") + name + "' is " + std::to_string(value) + ", expected 0 or 1");
@@ -77,9 +70,16 @@ EfficientNmsPlugin::EfficientNmsPlugin(TorchtrtExtEfficientNmsParams const& fiel
     requireFlag(fields.box_coding, kBOX_CODING);
 }
 
-bool EfficientNmsPlugin::isSupportedType(DataType type) noexcept
+void EfficientNmsPlugin::checkCounts(int32_t nbInputs, int32_t nbOutputs)
 {
-    return type == DataType::kFLOAT || type == DataType::kHALF || type == DataType::kBF16;
+    require(nbInputs == kNB_INPUTS && nbOutputs == kNB_OUTPUTS,
+        "expected 2 inputs (boxes, scores) and 4 outputs, got " + std::to_string(nbInputs) + " inputs and "
+            + std::to_string(nbOutputs) + " outputs (the fused box decoder's anchors input is not supported)");
+}
+
+char const* EfficientNmsPlugin::inputName(int32_t index) noexcept
+{
+    return index == kBOXES ? "boxes" : "scores";
 }
 
 TorchtrtExtEfficientNmsParams EfficientNmsPlugin::paramsFor(nvinfer1::Dims const& boxes, nvinfer1::Dims const& scores) const
@@ -105,7 +105,7 @@ void EfficientNmsPlugin::checkIO(nvinfer1::PluginTensorDesc const* in, int32_t n
     require(in[kBOXES].dims.nbDims == 3 && in[kSCORES].dims.nbDims == 3,
         "expected boxes [batch, anchors, 4] and scores [batch, anchors, classes]");
     DataType const type = in[kBOXES].type;
-    require(isSupportedType(type), std::string("boxes have type ") + dataTypeName(type) + ", expected kFLOAT, kHALF or kBF16");
+    require(isFloatType(type), std::string("boxes have type ") + dataTypeName(type) + ", expected kFLOAT, kHALF or kBF16");
     require(in[kSCORES].type == type && out[1].type == type && out[2].type == type,
         "scores, detection_boxes and detection_scores must have the boxes' type");
     require(out[0].type == DataType::kINT32 && out[3].type == DataType::kINT32,
@@ -146,7 +146,7 @@ int32_t EfficientNmsPlugin::getOutputDataTypes(
     {
         checkCounts(nbInputs, nbOutputs);
         require(outputTypes != nullptr && inputTypes != nullptr, "null type arrays");
-        require(isSupportedType(inputTypes[kBOXES]) && inputTypes[kSCORES] == inputTypes[kBOXES],
+        require(isFloatType(inputTypes[kBOXES]) && inputTypes[kSCORES] == inputTypes[kBOXES],
             std::string("boxes and scores have types ") + dataTypeName(inputTypes[kBOXES]) + " and "
                 + dataTypeName(inputTypes[kSCORES]) + ", expected one of kFLOAT, kHALF, kBF16 for both");
         outputTypes[0] = DataType::kINT32;
@@ -214,7 +214,7 @@ bool EfficientNmsPlugin::supportsFormatCombination(
         }
         switch (pos)
         {
-        case 0: return isSupportedType(desc.type);
+        case 0: return isFloatType(desc.type);
         case 2:
         case 5: return desc.type == DataType::kINT32;
         default: return desc.type == inOut[0].desc.type; // scores, detection_boxes, detection_scores

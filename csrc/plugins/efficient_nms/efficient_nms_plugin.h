@@ -28,7 +28,7 @@ public:
     //! `fields` holds the attributes (sizes unset); throws PluginError on a value out of range.
     EfficientNmsPlugin(TorchtrtExtEfficientNmsParams const& fields, std::string pluginNamespace);
 
-    // IPluginV3OneBuild
+    // IPluginV3OneBuild (four outputs of two types: the base's one-output type rules are replaced)
     int32_t configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
         nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept override;
     int32_t getOutputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs,
@@ -48,11 +48,12 @@ public:
     int32_t enqueue(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
         void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) noexcept override;
 
-    //! True for the box/score types the kernels take: kFLOAT, kHALF, kBF16.
-    static bool isSupportedType(nvinfer1::DataType type) noexcept;
-
 private:
     friend class PluginV3Base<EfficientNmsPlugin>;
+    //! Throws PluginError unless there are 2 inputs (boxes, scores) and 4 outputs.
+    static void checkCounts(int32_t nbInputs, int32_t nbOutputs);
+    //! "boxes" or "scores", for messages.
+    static char const* inputName(int32_t index) noexcept;
     //! The seven fields, with TensorRT's names and types, for getFieldsToSerialize.
     void addFieldsToSerialize(std::vector<nvinfer1::PluginField>& fields);
     //! The launcher's params for boxes of `boxes` and scores of `scores` dims (rank 3 each, checked).
