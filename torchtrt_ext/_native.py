@@ -1,16 +1,26 @@
-"""Find and load the native libraries built by setup.py (CUDA kernels, TensorRT plugins)."""
+"""Find and load the native libraries built by setup.py (CUDA kernels, TensorRT plugins).
+
+Importing this module checks that those libraries were built for the CUDA major version of torch's runtime (see
+``check_cuda_runtime``): the CUDA 12 and CUDA 13 wheels are ``torchtrt_ext-cu12`` and ``torchtrt_ext-cu13``.
+"""
 from __future__ import annotations
 
 import ctypes
 import functools
+import importlib.metadata
+import json
 import os
 from pathlib import Path
+from typing import Any
 
-from torchtrt_ext.errors import KernelError, LibraryNotFoundError, TorchTRTExtError, failure
+import torch
+
+from torchtrt_ext.errors import CudaMismatchError, KernelError, LibraryNotFoundError, TorchTRTExtError, failure
 
 KERNELS_LIB = "libtorchtrt_ext_kernels.so"
 PLUGINS_LIB = "libtorchtrt_ext_plugins.so"
 PLUGINS_AUTOLOAD_LIB = "libtorchtrt_ext_plugins_autoload.so"
+BUILD_INFO = "build_info.json"
 _PACKAGE_LIB_DIR = Path(__file__).resolve().parent / "lib"
 _BUILD_HINT = ("rebuild with `pip install -e .` (or `python setup.py build_ext --inplace`) on a machine with nvcc{extra}; "
                "or point {var} at an existing copy")
@@ -78,7 +88,7 @@ def cuda_error_text(status: int) -> str:
     """'cudaErrorInvalidValue (1): invalid argument' for a cudaError_t code, through the kernels library's cudart."""
     try:
         lib = kernels_library()
-        name_fn, text_fn = lib.cudaGetErrorName, lib.cudaGetErrorString
+        name_fn, text_fn = lib.torchtrt_ext_cuda_error_name, lib.torchtrt_ext_cuda_error_string
     except (TorchTRTExtError, AttributeError):
         return f"CUDA error {status}"
     name_fn.restype = text_fn.restype = ctypes.c_char_p
@@ -91,3 +101,38 @@ def check_kernel_status(status: int, what: str, remedy: str) -> None:
     """Raise KernelError naming the CUDA status when a launcher returned non-zero; `what` says which call failed."""
     if status != 0:
         raise KernelError(failure(f"{what} returned {cuda_error_text(status)}", "status 0 (cudaSuccess)", remedy))
+
+
+def wheel_name(cuda_major: int) -> str:
+    """The distribution built for CUDA `cuda_major`, named as TensorRT's wheels are: 'torchtrt_ext-cu13'."""
+    return f"torchtrt_ext-cu{cuda_major}"
+
+
+def build_info(lib_dir: Path = _PACKAGE_LIB_DIR) -> dict[str, Any] | None:
+    """What setup.py recorded beside the libraries in `lib_dir` (cuda_version, sm, ptx); None where none were built."""
+    path = lib_dir / BUILD_INFO
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _installed_distribution() -> str:
+    """The installed distribution that holds this package (torchtrt_ext for a source build)."""
+    names = importlib.metadata.packages_distributions().get(__package__ or "torchtrt_ext", [])
+    return names[0] if names else "torchtrt_ext"
+
+
+def check_cuda_runtime(torch_cuda: str | None, info: dict[str, Any] | None) -> None:
+    """Raise CudaMismatchError when the libraries (`info`, from build_info) were built for another CUDA major version
+    than `torch_cuda` (torch.version.cuda). Nothing to check for a CPU torch (None) or where no library was built."""
+    if torch_cuda is None or info is None:
+        return
+    built, wanted = int(info["cuda_version"].split(".")[0]), int(torch_cuda.split(".")[0])
+    if built != wanted:
+        raise CudaMismatchError(failure(
+            f"torchtrt_ext's CUDA kernels and TensorRT plugins in {_PACKAGE_LIB_DIR} were built for CUDA "
+            f"{info['cuda_version']} ({wheel_name(built)}), but torch uses CUDA {torch_cuda}",
+            f"the build for torch's CUDA {wanted}: {wheel_name(wanted)}",
+            f"pip uninstall {_installed_distribution()} && pip install {wheel_name(wanted)} (the wheel that matches "
+            f"tensorrt-cu{wanted}); from source, build with a CUDA {wanted} nvcc (TORCHTRT_EXT_NVCC)"))
+
+
+check_cuda_runtime(torch.version.cuda, build_info())

@@ -18,7 +18,8 @@ from torchtrt_ext import _native
 from torchtrt_ext.errors import LibraryNotFoundError
 
 FAKE_NVCC = """#!/bin/sh
-# stand-in for nvcc: create the file after -o
+# stand-in for nvcc: say its version (setup.py records it), or create the file after -o
+if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release 13.0, V13.0.88"; exit 0; fi
 while [ $# -gt 0 ]; do if [ "$1" = "-o" ]; then : > "$2"; exit 0; fi; shift; done
 exit 1
 """
@@ -37,6 +38,7 @@ def test_setup_skips_plugin_library_without_headers(tmp_path: Path) -> None:
     nvcc.chmod(nvcc.stat().st_mode | stat.S_IEXEC)
     env = {k: v for k, v in os.environ.items() if k not in ("TORCHTRT_EXT_TRT_INCLUDE", "TensorRT_ROOT")}
     env["TORCHTRT_EXT_NVCC"] = str(nvcc)
+    env["TORCHTRT_EXT_CUDA_ARCHS"] = "90"
     # Where headers sit in a system folder or an installed TensorRT wheel, setup.py rightly finds them there.
     found, _ = trt_include_dir()
     if found is not None and not str(found).startswith(str(ROOT)):
@@ -50,6 +52,7 @@ def test_setup_skips_plugin_library_without_headers(tmp_path: Path) -> None:
     assert not (tree / "torchtrt_ext" / "lib" / "libtorchtrt_ext_plugins.so").exists()
     assert "libtorchtrt_ext_plugins_autoload.so" in result.stderr
     assert not (tree / "torchtrt_ext" / "lib" / "libtorchtrt_ext_plugins_autoload.so").exists()
+    assert _native.build_info(tree / "torchtrt_ext" / "lib") == {"cuda_version": "13.0", "sm": ["90"], "ptx": "90"}
 
 
 def test_missing_plugin_library_error_says_how_to_build(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -6,7 +6,8 @@ picks the route of our own ops:
 - ``"cpp"``: load ``libtorchtrt_ext_plugins.so`` into TensorRT's plugin registry (IPluginV3 creators);
 - ``"python"``: register the same ops as TensorRT Python plugins (``backend/python_plugins.py``);
 - ``"decompose"``: replace every torchtrt_ext node by standard ONNX ops (no plugin needed, slower);
-- ``"auto"``: C++ when the library is built, else Python; on TensorRT-RTX always ``"decompose"`` (logged).
+- ``"auto"``: the Python plugins if this process registered them already, else C++ when the library is built, else
+  Python; on TensorRT-RTX always ``"decompose"`` (logged). One process holds one of the two (see ``load_plugins``).
 
 An op bound to a plugin TensorRT itself provides (``provider="tensorrt"``, e.g. ``EfficientNMS_TRT``) takes TensorRT's
 plugin library (route ``"tensorrt"``) unless ``plugins="decompose"``. Where that library is missing (TensorRT-RTX), an
@@ -20,6 +21,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Callable
 
@@ -140,6 +142,10 @@ def _our_route(requested: str, api: TRTApi, refs: tuple[PluginRef, ...]) -> tupl
         return "cpp", _native.plugin_library_path()  # LibraryNotFoundError carries the build remedy
     if requested == "python":
         _register_python_once()  # raises with the reason when unavailable (no tensorrt.plugin, ...)
+        return "python", None
+    if registered_plugin_mode(api, refs) == "python":
+        log.info("plugins='auto': the Python plugins are registered in this process already; using them for %s",
+                 _names(refs))
         return "python", None
     try:
         route, library, _ = _our_plugins()
@@ -279,14 +285,43 @@ def prepare_graph(model: onnx.ModelProto, plan: PluginPlan) -> onnx.ModelProto:
 
 
 def load_plugins(api: TRTApi, plan: PluginPlan) -> None:
-    """Make the plan's plugins visible to ``api``'s registry (once per process)."""
+    """Make the plan's plugins visible to ``api``'s registry (once per process).
+
+    Refused when the other route registered our ops in this process already: the registry keeps the first creator of
+    a name, so TensorRT would silently run the other plugin (after the C++ library, the Python plugins' registration is
+    ignored) or loading fails (after the Python plugins, ``load_library`` returns None), and the engine's metadata
+    would name the wrong mode.
+    """
     routes = {op.route for op in plan.ops}
+    for route in routes & {"cpp", "python"}:
+        refs = [op.plugin for op in plan.ops if op.route == route]
+        registered = registered_plugin_mode(api, refs)
+        if registered not in (None, route):
+            raise BuildError(failure(
+                f"plugins={route!r}, but the {registered} plugins already registered {_names(tuple(refs))} in this "
+                f"process's {api.name} plugin registry, which keeps the first creator of a name",
+                "one plugin mode per process (the C++ library and the Python plugins register the same names)",
+                f"use plugins={registered!r} (or 'auto', which takes the registered one) here, or run the "
+                f"{route!r} build in a fresh process"))
     if plan.library is not None and "cpp" in routes:
         _load_library_once(api, str(plan.library))
     if "python" in routes:
         _register_python_once()
     if "tensorrt" in routes:
         _init_tensorrt_plugins_once(api)
+
+
+def registered_plugin_mode(api: TRTApi, refs: Iterable[PluginRef]) -> str | None:
+    """Which plugins ``api``'s registry answers the ops with: "python" (tensorrt.plugin creators), "cpp", or None."""
+    get_registry = getattr(api.trt, "get_plugin_registry", None)
+    if get_registry is None:
+        return None
+    quick = getattr(api.trt, "IPluginCreatorV3Quick", None)  # the base class of tensorrt.plugin's creators
+    for ref in refs:
+        creator = get_registry().get_creator(ref.name, ref.version, ref.namespace)
+        if creator is not None:
+            return "python" if quick is not None and isinstance(creator, quick) else "cpp"
+    return None
 
 
 def python_plugins_entry() -> Callable[[], Any]:
