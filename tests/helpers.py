@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import ctypes
+import types
+from typing import Any
 
 import numpy as np
 import onnx
@@ -53,3 +55,30 @@ def kernels_library_or_skip() -> ctypes.CDLL:
             pytest.fail(f"a CUDA GPU is present but the kernels library is missing or does not load: {exc}",
                         pytrace=False)
         pytest.skip(f"kernels library not built or not loadable here: {exc}")
+
+
+class _StandInRegistry:
+    """A stand-in plugin registry holding the creators of TensorRT's own plugin library it is given."""
+
+    def __init__(self, creators: set[tuple[str, str, str]]) -> None:
+        self.creators = creators
+
+    def get_creator(self, name: str, version: str, namespace: str) -> object | None:
+        return object() if (name, version, namespace) in self.creators else None
+
+
+class _StandInILogger:
+    Severity = types.SimpleNamespace(INTERNAL_ERROR=0, ERROR=1, WARNING=2, INFO=3, VERBOSE=4)
+
+
+def stand_in_tensorrt(plugin_library: set[tuple[str, str, str]] | None) -> Any:
+    """A stand-in TensorRT module (our orchestration only) whose own plugin library registers the given (name, version,
+    namespace) creators, or which has no plugin library at all (None). Wrap it in ``TRTApi("tensorrt", ...)``."""
+    module = types.ModuleType("tensorrt")  # a module, as TensorRT is (hashable: the api keys caches)
+    module.__version__ = "10.13.0"
+    if plugin_library is not None:
+        registry = _StandInRegistry(plugin_library)
+        module.init_libnvinfer_plugins = lambda logger, namespace: True  # type: ignore[attr-defined]
+        module.get_plugin_registry = lambda: registry  # type: ignore[attr-defined]
+        module.ILogger = _StandInILogger  # type: ignore[attr-defined]  # init_libnvinfer_plugins gets our logger
+    return module

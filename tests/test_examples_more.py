@@ -68,3 +68,16 @@ def test_cpp_example_compiles(trt_include: Path, tmp_path: Path) -> None:
 def test_cpp_example_build_files_name_the_source() -> None:
     assert "run_engine.cpp" in (EXAMPLES / "cpp" / "CMakeLists.txt").read_text()
     assert "run_engine.cpp" in (EXAMPLES / "cpp" / "Makefile").read_text()
+
+
+def test_yolo_nms(tmp_path: Path) -> None:
+    """The YOLO-style head: one EfficientNMS_TRT node, the decomposed export equal to eager on onnxruntime, a
+    TensorRT-RTX build where our plugin can serve the node there, and the detections printed."""
+    import importlib.util
+
+    out = run_example(str(EXAMPLES / "yolo_nms.py"), cwd=tmp_path).stdout
+    assert "yolo_nms OK" in out and "custom nodes ['EfficientNMS_TRT']" in out
+    assert "against TinyYolo: PASS" in out
+    assert "image 0:" in out and "image 1:" in out and "score" in out
+    if importlib.util.find_spec("tensorrt_rtx") is not None:
+        assert "built with TensorRT-RTX" in out or "skipped: TensorRT-RTX build (no plugin for EfficientNMS_TRT" in out

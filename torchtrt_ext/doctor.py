@@ -5,7 +5,8 @@
 become graph inputs); on ``tensorrt_rtx`` with the C++ plugin library built, it loads that library and parses the real
 graph with our own ops' nodes in it (only other custom nodes are cut), so it reports what RTX really accepts: a node
 our plugin refuses is "plugin rejected". Without that parser it uses the op-support table in
-``passes.trt_op_support`` (and says so). Custom nodes are listed with the plugin that would serve
+``passes.trt_op_support`` (and says so). NMS written as a loop or with data-dependent outputs is named, with
+``ops.efficient_nms`` as its remedy (``passes.nms_patterns``). Custom nodes are listed with the plugin that would serve
 them, as a build with ``plugins="auto"`` resolves it (``backend.plugins.auto_route``: the C++ library, the Python
 plugins, or TensorRT's own plugin library for ops bound to it), and whether ``passes.decompose_custom_ops`` can replace
 them. The parse is the build's own step (``backend.builder.network_from_onnx``).
@@ -34,6 +35,8 @@ from torchtrt_ext.backend.plugins import auto_route, plugin_refs
 from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, OnnxParseError, failure
 from torchtrt_ext.ops._spec import DOMAIN, PROVIDER_OURS, PluginRef, registered_ops
 from torchtrt_ext.passes import trt_op_support as table
+from torchtrt_ext.passes.nms_patterns import REMEDY as NMS_REMEDY
+from torchtrt_ext.passes.nms_patterns import find_nms_patterns
 from torchtrt_ext.passes.onnx_util import (
     STANDARD_DOMAINS,
     OnnxSource,
@@ -56,7 +59,7 @@ class Finding:
     node: str
     op_type: str
     domain: str
-    status: str  # "unsupported", "plugin available", "plugin missing", "unknown custom op", "opset"
+    status: str  # "unsupported", "plugin available", "plugin missing", "unknown custom op", "opset", "nms pattern"
     problem: bool
     detail: str
     remedies: tuple[str, ...] = ()
@@ -267,6 +270,14 @@ def _parser_findings(model: onnx.ModelProto, backend: str, plan: PluginPlan) -> 
     return findings, f"the {api.name} {api.version} ONNX parser"
 
 
+def _nms_findings(model: onnx.ModelProto, backend: str) -> list[Finding]:
+    """NMS written as a loop or with data-dependent outputs: a problem on TensorRT-RTX (it cannot build them), a
+    warning on TensorRT; ``ops.efficient_nms`` is the remedy either way."""
+    return [Finding(p.node, p.op_type, "", "nms pattern", backend == "tensorrt_rtx",
+                    f"{p.detail}; use torchtrt_ext.ops.efficient_nms", (NMS_REMEDY,))
+            for p in find_nms_patterns(model)]
+
+
 def _table_findings(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> list[Finding]:
     findings = []
     for node in nodes:
@@ -324,6 +335,7 @@ def report(model: OnnxSource, backend: str = "tensorrt", *, checker: str = "auto
     rejected = {f.node for f in findings if f.problem}
     native = collections.Counter(n.op_type for n in standard if (n.name or f"<unnamed {n.op_type}>") not in rejected)
     result = DoctorReport(backend, checked_with, len(list(all_nodes(model))), opset,
-                          findings + _custom_findings(custom, backend), dict(sorted(native.items())))
+                          findings + _nms_findings(model, backend) + _custom_findings(custom, backend),
+                          dict(sorted(native.items())))
     LOGGER.info("doctor: %d problem(s) for %s (checked with %s)", len(result.problems), backend, checked_with)
     return result

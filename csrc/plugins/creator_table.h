@@ -5,6 +5,7 @@
 
 #include "NvInferRuntime.h"
 #include "plugins/deform_conv2d/deform_conv2d_plugin.h"
+#include "plugins/efficient_nms/efficient_nms_plugin.h"
 #include "plugins/l2norm/l2norm_plugin.h"
 
 #include <array>
@@ -62,6 +63,7 @@ private:
 //! getCreators lists them.
 using CreatorTable = CreatorSet<L2NormPluginCreator
     , DeformConv2dPluginCreator
+    , EfficientNmsPluginCreator
     >;
 
 //! How many creators the library lists (what the tests count against).

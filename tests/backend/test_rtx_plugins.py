@@ -56,6 +56,7 @@ class PluginCase:
     attrs: dict[str, Any]
     profiles: tuple[Profile, Profile]
     rejected: tuple[Rejected, ...]
+    int_outputs: tuple[str, ...] = ()  # outputs typed int32 whatever the input dtype
 
 
 def _dcn_profile(batch: tuple[int, int, int], side: tuple[int, int, int]) -> Profile:
@@ -85,13 +86,25 @@ CASES: dict[str, PluginCase] = {
                   Rejected("shape", r"\[torchtrt_ext\] DeformConv2d::configurePlugin: weight has shape \[6, 5, 3, 3\]",
                            inputs={"weight": [6, 5, 3, 3]})),
     ),
+    "EfficientNMS_TRT": PluginCase(  # bound to TensorRT's plugin; on RTX our fallback creator (namespace torchtrt_ext)
+        inputs={"boxes": ["N", "A", 4], "scores": ["N", "A", 3]},
+        attrs={"max_output_boxes": 5},
+        profiles=({"boxes": ((1, 8, 4), (2, 8, 4), (4, 16, 4)), "scores": ((1, 8, 3), (2, 8, 3), (4, 16, 3))},
+                  {"boxes": ((5, 32, 4), (8, 32, 4), (8, 64, 4)), "scores": ((5, 32, 3), (8, 32, 3), (8, 64, 3))}),
+        rejected=(Rejected("field", r"\[torchtrt_ext\] EfficientNMS_TRT::createPlugin: field 'iou_threshold'",
+                           attrs={"iou_threshold": 2.0}),),
+        int_outputs=("num_detections", "detection_classes"),
+    ),
 }
 DTYPE_CASES = [(op, dtype) for op in sorted(CASES) for dtype in get_op(op).spec.dtypes]
 REJECTED_CASES = [(op, r) for op in sorted(CASES) for r in CASES[op].rejected]
 
 
-def case_graph(op: str, dtype: torch.dtype = torch.float32, rejected: Rejected | None = None) -> onnx.ModelProto:
-    """A one-node graph of ``op``: typed graph inputs (dynamic dims named), the node as DESIGN.md §3 writes it."""
+def case_graph(op: str, dtype: torch.dtype = torch.float32, rejected: Rejected | None = None,
+               our_namespace: bool = False) -> onnx.ModelProto:
+    """A one-node graph of ``op``: typed graph inputs (dynamic dims named), the node as DESIGN.md §3 writes it.
+    ``our_namespace``: name our creator's namespace in the node, as the build does for an op bound to TensorRT's plugin
+    that our fallback serves (for parsing the graph directly, without the build's plan)."""
     case, spec = CASES[op], get_op(op).spec
     shapes = {**case.inputs, **(rejected.inputs if rejected else {})}
     attrs = {**spec.validate_attrs(case.attrs), **(rejected.attrs if rejected else {})}
@@ -99,11 +112,19 @@ def case_graph(op: str, dtype: torch.dtype = torch.float32, rejected: Rejected |
     inputs = [n if n in shapes else "" for n in spec.inputs]
     while inputs and not inputs[-1]:
         inputs.pop()
-    node = helper.make_node(spec.name, inputs, list(spec.outputs), name=f"{op}_0", domain=DOMAIN,
-                            **spec.node_attributes(attrs))
+    node_attrs = spec.node_attributes(attrs)
+    if our_namespace:
+        node_attrs["plugin_namespace"] = DOMAIN
+    node = helper.make_node(spec.name, inputs, list(spec.outputs), name=f"{op}_0", domain=DOMAIN, **node_attrs)
     graph = helper.make_graph([node], op, [helper.make_tensor_value_info(n, elem, s) for n, s in shapes.items()],
-                              [helper.make_tensor_value_info(n, elem, None) for n in spec.outputs])
+                              [helper.make_tensor_value_info(n, TensorProto.INT32 if n in case.int_outputs else elem,
+                                                             None) for n in spec.outputs])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(DOMAIN, 1)])
+
+
+def spec_outputs(op: str) -> tuple[str, ...]:
+    """The op's output names, in order."""
+    return tuple(get_op(op).spec.outputs)
 
 
 @pytest.fixture(scope="module")
@@ -152,10 +173,12 @@ def test_plugin_engine_for_every_declared_dtype_over_two_dynamic_profiles(rtx: s
     assert meta.plugin_library_sha256 is not None and len(meta.profiles) == 2
     first = next(iter(CASES[op].inputs))
     assert [p[first].max for p in meta.profiles] == [p[first][2] for p in CASES[op].profiles]
-    assert {t.dtype for t in meta.inputs + meta.outputs} == {str(dtype)[6:]}
+    assert {t.dtype for t in meta.inputs + meta.outputs if t.name not in CASES[op].int_outputs} == {str(dtype)[6:]}
     trt_dtype = load_backend(rtx).trt.DataType
     expected_out = {torch.float32: trt_dtype.FLOAT, torch.float16: trt_dtype.HALF, torch.bfloat16: trt_dtype.BF16}
-    assert plugin_layers(rtx, model) == [(f"{op}_0", op, DOMAIN, "1", expected_out[dtype].name)]
+    first_out = trt_dtype.INT32 if spec_outputs(op)[0] in CASES[op].int_outputs else expected_out[dtype]
+    layers = plugin_layers(rtx, case_graph(op, dtype, our_namespace=True))
+    assert layers == [(f"{op}_0", op, DOMAIN, "1", first_out.name)]
     assert library.read_bytes() not in engine.plan  # the plan refers to the plugin; the library stays outside
 
 

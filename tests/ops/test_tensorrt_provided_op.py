@@ -2,7 +2,6 @@
 that binding, decomposes, is planned per op next to our own ops, and is recorded per op in the engine metadata."""
 from __future__ import annotations
 
-import types
 from pathlib import Path
 
 import onnx
@@ -12,7 +11,7 @@ import torch
 import torchtrt_ext
 from torchtrt_ext import _native, cli
 from tests.backend.conftest import ConvL2Norm, rtx  # noqa: F401 (the rtx fixture)
-from tests.helpers import node_attrs, rel_err, run_onnx
+from tests.helpers import node_attrs, rel_err, run_onnx, stand_in_tensorrt
 from torchtrt_ext.backend import plugins
 from torchtrt_ext.backend.adapter import TRTApi, load_backend
 from torchtrt_ext.backend.engine import Engine, EngineMetadata
@@ -43,31 +42,10 @@ class WithBoth(torch.nn.Module):
         return RELU_TRT(self.head(x) - 0.1)
 
 
-class _Registry:
-    """What the stand-in's plugin registry holds once TensorRT's plugin library is registered."""
-
-    def __init__(self, creators: set[tuple[str, str, str]]) -> None:
-        self.creators = creators
-
-    def get_creator(self, name: str, version: str, namespace: str) -> object | None:
-        return object() if (name, version, namespace) in self.creators else None
-
-
-class _ILogger:
-    Severity = types.SimpleNamespace(INTERNAL_ERROR=0, ERROR=1, WARNING=2, INFO=3, VERBOSE=4)
-
-
 def _stand_in_tensorrt(with_plugin_library: bool) -> TRTApi:
-    """A stand-in TensorRT module (our orchestration only): its own plugin library registers TestRelu_TRT, or it has
+    """A stand-in TensorRT (our orchestration only) whose own plugin library registers TestRelu_TRT 1, or which has
     no plugin library at all."""
-    module = types.ModuleType("tensorrt")  # a module, as TensorRT is (hashable: the api keys caches)
-    module.__version__ = "10.13.0"
-    if with_plugin_library:
-        registry = _Registry({("TestRelu_TRT", "1", "")})
-        module.init_libnvinfer_plugins = lambda logger, namespace: True
-        module.get_plugin_registry = lambda: registry
-        module.ILogger = _ILogger  # init_libnvinfer_plugins is handed our logger
-    return TRTApi("tensorrt", module)
+    return TRTApi("tensorrt", stand_in_tensorrt({("TestRelu_TRT", "1", "")} if with_plugin_library else None))
 
 
 @pytest.fixture(scope="module")

@@ -64,8 +64,8 @@ public:
     std::string mText;
 };
 
-//! Creators of libtorchtrt_ext_plugins.so: L2Norm and DeformConv2d.
-constexpr int32_t kNB_CREATORS = 2;
+//! Creators of libtorchtrt_ext_plugins.so: L2Norm, DeformConv2d and EfficientNMS_TRT.
+constexpr int32_t kNB_CREATORS = 3;
 
 std::string registryContents()
 {

@@ -11,10 +11,11 @@ picks the route of our own ops:
   holds one of the two (see ``load_plugins``).
 
 An op bound to a plugin TensorRT itself provides (``provider="tensorrt"``, e.g. ``EfficientNMS_TRT``) takes TensorRT's
-plugin library (route ``"tensorrt"``) unless ``plugins="decompose"``; ``"auto"`` decomposes it where TensorRT's
-registry has no such creator (TensorRT-RTX ships almost none of them). TensorRT-RTX's ONNX parser imports only plugins
-whose creator is an ``IPluginCreatorV3One`` (our C++ library), not the ``tensorrt.plugin`` Python creators, so with that
-backend ``"python"`` raises before the parser sees the graph.
+plugin library (route ``"tensorrt"``) unless ``plugins="decompose"``. Where TensorRT's registry has no such creator
+(TensorRT-RTX ships almost none of them), an op whose definition names a ``fallback_plugin`` of ours takes it (route
+``"cpp"``; its nodes get our namespace), and ``"auto"`` decomposes the others. TensorRT-RTX's ONNX parser imports only
+plugins whose creator is an ``IPluginCreatorV3One`` (our C++ library), not the ``tensorrt.plugin`` Python creators, so
+with that backend ``"python"`` raises before the parser sees the graph.
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ from torchtrt_ext.errors import (
     failure,
 )
 from torchtrt_ext.ops._spec import DOMAIN, PROVIDER_OURS, PROVIDER_TENSORRT, PluginRef, registered_ops
-from torchtrt_ext.passes import complete_optional_inputs, decompose_custom_ops
+from torchtrt_ext.passes import bind_plugin_namespaces, complete_optional_inputs, decompose_custom_ops
 from torchtrt_ext.passes.onnx_util import custom_nodes, node_attr
 
 log = logging.getLogger("torchtrt_ext.backend")
@@ -99,7 +100,15 @@ def auto_route(ref: PluginRef, api: TRTApi | None, backend: str) -> tuple[str | 
     if ref.provider == PROVIDER_TENSORRT:
         if api is not None and _served_by_tensorrt(api, ref):
             return "tensorrt", f"TensorRT's own plugin library ({api.name} {api.version})"
-        return None, f"plugin {ref.id} of TensorRT's own plugin library, which {backend} does not register here"
+        fallback = fallback_plugin(ref)
+        missing = f"plugin {ref.id} of TensorRT's own plugin library, which {backend} does not register here"
+        if fallback is None:
+            return None, missing
+        try:
+            library = _native.plugin_library_path()
+        except LibraryNotFoundError as exc:
+            return None, f"{missing}, or our C++ plugin library ({exc.remedy or exc})"
+        return "cpp", f"our C++ plugin {fallback.id} in {library} ({missing})"
     if backend == "tensorrt_rtx":
         try:
             return "cpp", f"C++ plugin library {_native.plugin_library_path()}"
@@ -155,20 +164,47 @@ def _served_by_tensorrt(api: TRTApi, ref: PluginRef) -> bool:
     return api.tensorrt_plugin_creator(ref.name, ref.version, ref.namespace) is not None
 
 
-def _tensorrt_route(requested: str, api: TRTApi, ref: PluginRef) -> str:
-    """The route of an op whose plugin TensorRT's own plugin library provides."""
+def fallback_plugin(ref: PluginRef) -> PluginRef | None:
+    """Our own C++ plugin standing in for ``ref``, an op bound to a plugin TensorRT provides, where TensorRT's plugin
+    library does not exist (TensorRT-RTX): the op definition's ``fallback_plugin``, or None."""
+    op = registered_ops().get(ref.name)
+    return op.spec.fallback_plugin if op is not None and ref.provider == PROVIDER_TENSORRT else None
+
+
+def _tensorrt_ops(requested: str, api: TRTApi, refs: tuple[PluginRef, ...]) -> tuple[tuple[OpPlan, ...], Path | None]:
+    """Plans of the ops bound to plugins TensorRT provides, and the C++ library if one takes our fallback: TensorRT's
+    plugin library where ``api``'s registry holds the exact creator; else our fallback plugin where the op has one and
+    the library is built; else, with ``auto``, the decomposition."""
     if requested == "decompose":
-        return "decompose"
-    if _served_by_tensorrt(api, ref):
-        return "tensorrt"
-    if requested == "auto":
-        log.info("plugins='auto': %s %s has no plugin %s in its own plugin library, decomposing it", api.name,
-                 api.version, ref.id)
-        return "decompose"
-    raise BuildError(failure(
-        f"plugins={requested!r}: {ref.name} needs plugin {ref.id} from TensorRT's own plugin library, which "
-        f"{api.name} {api.version} does not register here", "a TensorRT whose libnvinfer_plugin provides it",
-        "pass plugins='decompose' (or 'auto', which decomposes it)"))
+        return tuple(OpPlan(r, "decompose") for r in refs), None
+    served = {r: _served_by_tensorrt(api, r) for r in refs}
+    library = None
+    if requested in ("auto", "cpp") and any(fallback_plugin(r) and not served[r] for r in refs):
+        try:
+            library = _native.plugin_library_path()
+        except LibraryNotFoundError:
+            if requested == "cpp":
+                raise
+    plans = []
+    for ref in refs:
+        fallback = fallback_plugin(ref)
+        if served[ref]:
+            plans.append(OpPlan(ref, "tensorrt"))
+        elif fallback is not None and library is not None:
+            log.info("%s has no TensorRT plugin library: our C++ plugin %s serves %s", api.name, fallback.id, ref.name)
+            plans.append(OpPlan(fallback, "cpp"))
+        elif requested == "auto":
+            log.info("plugins='auto': %s has no TensorRT plugin library, decomposing %s", api.name, ref.name)
+            plans.append(OpPlan(ref, "decompose"))
+        else:
+            ours = "" if fallback is None else " or our C++ plugin library"
+            raise BuildError(failure(
+                f"plugins={requested!r}: {ref.name} needs plugin {ref.id} from TensorRT's own plugin library{ours}, "
+                f"which {api.name} {api.version} does not register here",
+                "a TensorRT with libnvinfer_plugin (tensorrt.init_libnvinfer_plugins)" + ours,
+                "pass plugins='decompose' (or 'auto')" + (", or build the plugin library (pip install -e .)"
+                                                          if fallback is not None else "")))
+    return tuple(plans), library
 
 
 def resolve_plugin_plan(requested: str, api: TRTApi, model: onnx.ModelProto) -> PluginPlan:
@@ -188,9 +224,13 @@ def resolve_plugin_plan(requested: str, api: TRTApi, model: onnx.ModelProto) -> 
         return PluginPlan("none")
     ours = tuple(r for r in refs if r.provider == PROVIDER_OURS)
     our_route, library = _our_route(requested, api, ours) if ours else ("", None)
-    ops = tuple(OpPlan(r, our_route if r.provider == PROVIDER_OURS else _tensorrt_route(requested, api, r))
-                for r in refs)
-    mode = our_route or ("tensorrt" if any(op.route == "tensorrt" for op in ops) else "decompose")
+    theirs = tuple(r for r in refs if r.provider != PROVIDER_OURS)
+    their_ops, fallback_library = _tensorrt_ops(requested, api, theirs) if theirs else ((), None)
+    library = library or fallback_library
+    plan_of = {**{r: OpPlan(r, our_route) for r in ours}, **dict(zip(theirs, their_ops))}
+    ops = tuple(plan_of[r] for r in refs)
+    routes = {op.route for op in their_ops}
+    mode = our_route or next((r for r in ("tensorrt", "cpp") if r in routes), "decompose")
     return PluginPlan(mode, library, file_sha256(library) if library else None, ops)
 
 
@@ -236,7 +276,10 @@ def _split_id(plugin_id: str) -> tuple[str, str, str]:
 
 def prepare_graph(model: onnx.ModelProto, plan: PluginPlan) -> onnx.ModelProto:
     """The graph to parse: the ops the plan decomposes replaced by standard ops; with Python plugins, every optional
-    input present (a tensorrt.plugin has a fixed input count: absent ones become empty placeholders)."""
+    input present (a tensorrt.plugin has a fixed input count: absent ones become empty placeholders); nodes naming
+    the plugin namespace of the planned plugin (ours, for an op bound to TensorRT's where that is absent)."""
+    model = bind_plugin_namespaces(model, {op.op_type: op.plugin.namespace for op in plan.ops
+                                           if op.route != "decompose"})
     decomposed = plan.op_types("decompose")
     if decomposed:
         before = len(custom_nodes(model))

@@ -20,7 +20,9 @@ from torchtrt_ext.ops._spec import (
     registered_ops,
 )
 from torchtrt_ext.ops.deform_conv2d import deform_conv2d
+from torchtrt_ext.ops.efficient_nms import efficient_nms
 from torchtrt_ext.ops.l2norm import l2norm
 
 __all__ = ["DOMAIN", "PROVIDER_OURS", "PROVIDER_TENSORRT", "Attr", "Buffer", "CustomOp", "Decomposer", "OpSpec",
-           "PluginRef", "define_op", "deform_conv2d", "finite_positive", "get_op", "l2norm", "registered_ops"]
+           "PluginRef", "define_op", "deform_conv2d", "efficient_nms", "finite_positive", "get_op", "l2norm",
+           "registered_ops"]

@@ -34,6 +34,7 @@ from torchtrt_ext.errors import (
     LibraryNotFoundError,
     OpDefinitionError,
     UnknownOpError,
+    failure,
 )
 
 DOMAIN = "torchtrt_ext"
@@ -145,10 +146,15 @@ class Decomposer:
 
     def op(self, op_type: str, *inputs: str, out: str | None = None, **attrs: Any) -> str:
         """Append one single-output node and return its output name (``out`` when given)."""
-        output = out or self._fresh()
+        return self.op_outputs(op_type, *inputs, count=1, outs=None if out is None else [out], **attrs)[0]
+
+    def op_outputs(self, op_type: str, *inputs: str, count: int, outs: Sequence[str] | None = None,
+                   **attrs: Any) -> list[str]:
+        """Append one node with ``count`` outputs (named ``outs`` when given) and return their names."""
+        outputs = list(outs) if outs is not None else [self._fresh() for _ in range(count)]
         name = f"{self.prefix}/{op_type}{self._fresh().rsplit('/', 1)[1]}"
-        self.nodes.append(helper.make_node(op_type, list(inputs), [output], name=name, **attrs))
-        return output
+        self.nodes.append(helper.make_node(op_type, list(inputs), outputs, name=name, **attrs))
+        return outputs
 
     def const(self, value: Any, dtype: Any = np.float32) -> str:
         """A Constant node holding ``value`` (scalar or array) as ``dtype``; returns its output name."""
@@ -226,11 +232,15 @@ class OpSpec:
     ``prepare(shapes, dtypes, **attrs)`` checks input-dependent rules (an axis against the rank) and returns the
     canonical attributes (e.g. a non-negative axis). ``cuda`` optionally replaces ``eager`` on CUDA tensors; it
     raises ``LibraryNotFoundError`` when its library is missing, and the op then falls back to ``eager``.
-    Optional inputs (passed as None) must come last.
+    Optional inputs (passed as None) must come last. ``output_dtypes`` fixes the dtype of an output (None: the
+    inputs' type, the default for every output). ``differentiable=False`` makes a backward through the op raise a
+    clear error.
 
     ``plugin`` binds the op to its TensorRT plugin (default: ours, named like the op, ``version``, namespace
     ``torchtrt_ext``). ``launch(inputs, outputs, stream, **attrs)`` runs the op's kernel on raw ``Buffer``s with
     canonical attributes: the Python plugin calls it (an op without one has no Python plugin), and so may ``cuda``.
+    ``fallback_plugin``: for an op bound to a plugin TensorRT provides, our own C++ plugin of the same name and version
+    that serves it where TensorRT's plugin library does not exist (TensorRT-RTX).
     """
 
     name: str
@@ -247,8 +257,11 @@ class OpSpec:
     version: str = "1"
     doc: str = ""
     torch_name: str = ""
+    output_dtypes: tuple[torch.dtype | None, ...] = ()
+    differentiable: bool = True
     plugin: PluginRef | None = None
     launch: Launcher | None = None
+    fallback_plugin: PluginRef | None = None
 
     def __post_init__(self) -> None:
         if self.plugin is None:
@@ -258,6 +271,12 @@ class OpSpec:
             raise OpDefinitionError(
                 f"op {self.name} v{self.version}: plugin {plugin} must be named and versioned like the op (the node's "
                 f"op_type and plugin_version are the creator's) and provided by one of {PROVIDERS}")
+        fallback = self.fallback_plugin
+        if fallback is not None and (plugin.provider != PROVIDER_TENSORRT or fallback.provider != PROVIDER_OURS
+                                     or (fallback.name, fallback.version) != (plugin.name, plugin.version)):
+            raise OpDefinitionError(
+                f"op {self.name}: fallback_plugin {fallback} must be ours, named and versioned like the op, and only "
+                f"for an op bound to a plugin TensorRT provides (plugin {plugin})")
 
     @property
     def plugin_ref(self) -> PluginRef:
@@ -334,6 +353,9 @@ class CustomOp:
         optional = list(spec.optional_inputs)
         if optional and list(spec.inputs[-len(optional):]) != optional:
             raise OpDefinitionError(f"op {spec.name}: optional inputs {optional} must be the last inputs")
+        if spec.output_dtypes and len(spec.output_dtypes) != len(spec.outputs):
+            raise OpDefinitionError(f"op {spec.name}: output_dtypes needs one entry (a dtype or None) per output "
+                                    f"{list(spec.outputs)}, got {list(spec.output_dtypes)}")
         if spec.op_name in _DEFINED or onnx.defs.has(spec.name, DOMAIN):
             raise OpDefinitionError(f"op {spec.name}: already defined in this process; define each op once")
 
@@ -376,6 +398,10 @@ class CustomOp:
             ctx.save_for_backward(*[t for t in tensors if t is not None])
 
         def backward(ctx: Any, *grads: Any) -> tuple:
+            if not spec.differentiable:
+                raise InvalidInputError(failure(
+                    f"{spec.name}: a gradient was asked for through the op", "no backward through it: the op has no "
+                    "gradient", "detach its inputs (e.g. boxes.detach()) or run it under torch.no_grad()"))
             saved = iter(ctx.saved_tensors)
             with torch.enable_grad():
                 leaves = [next(saved).detach().requires_grad_(True) if p else None for p in ctx.present]
@@ -405,10 +431,13 @@ class CustomOp:
                       for a in spec.attrs]
         attributes += [onnx.defs.OpSchema.Attribute(n, onnx.defs.OpSchema.AttrType.STRING, n, required=False)
                        for n in ("plugin_version", "plugin_namespace")]
-        schema = onnx.defs.OpSchema(spec.name, DOMAIN, DOMAIN_VERSION, doc=spec.doc, inputs=inputs,
-                                    outputs=[fp(n, "T") for n in spec.outputs],
-                                    type_constraints=[("T", types, "floating point tensors the op supports")],
-                                    attributes=attributes)
+        fixed = spec.output_dtypes or (None,) * len(spec.outputs)
+        outputs = [fp(n, "T" if d is None else f"T{i}") for i, (n, d) in enumerate(zip(spec.outputs, fixed))]
+        constraints = [("T", types, "floating point tensors the op supports")]
+        constraints += [(f"T{i}", [_ONNX_TYPES[d]], f"the type of output {n!r}")
+                        for i, (n, d) in enumerate(zip(spec.outputs, fixed)) if d is not None]
+        schema = onnx.defs.OpSchema(spec.name, DOMAIN, DOMAIN_VERSION, doc=spec.doc, inputs=inputs, outputs=outputs,
+                                    type_constraints=constraints, attributes=attributes)
         onnx.defs.register_schema(schema)
 
     def _make_autograd_function(self) -> type[torch.autograd.Function]:

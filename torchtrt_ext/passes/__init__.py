@@ -1,5 +1,6 @@
-"""ONNX graph rewrites: custom-op decomposition and shape inference, L2 normalization fusion, cleanup, precision, and
-the optional-input completion the Python plugins need. Nothing here imports the backend (the backend uses these).
+"""ONNX graph rewrites: custom-op decomposition and shape inference, L2 normalization fusion, cleanup, precision, the
+optional-input completion the Python plugins need, and the plugin namespace a planned plugin needs. Nothing here
+imports the backend (the backend uses these).
 
 ``passes.report`` and ``passes.DoctorReport``, the doctor's former home, name ``torchtrt_ext.doctor.report`` and
 ``torchtrt_ext.doctor.DoctorReport``; they are looked up on first use, so importing the passes never loads the doctor or
@@ -13,11 +14,12 @@ from torchtrt_ext.passes.cleanup import cleanup
 from torchtrt_ext.passes.decompose import decompose_custom_ops
 from torchtrt_ext.passes.fuse_l2norm import fuse_l2norm, fuse_l2norm_with_report
 from torchtrt_ext.passes.optional_inputs import complete_optional_inputs
+from torchtrt_ext.passes.plugin_namespace import bind_plugin_namespaces
 from torchtrt_ext.passes.precision import PRECISIONS, apply_precision
 from torchtrt_ext.passes.shapes import infer_shapes
 
-__all__ = ["PRECISIONS", "DoctorReport", "apply_precision", "cleanup", "complete_optional_inputs",
-           "decompose_custom_ops", "fuse_l2norm", "fuse_l2norm_with_report", "infer_shapes", "report"]
+__all__ = ["PRECISIONS", "DoctorReport", "apply_precision", "bind_plugin_namespaces", "cleanup",
+           "complete_optional_inputs", "decompose_custom_ops", "fuse_l2norm", "fuse_l2norm_with_report", "infer_shapes", "report"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,0 +1,80 @@
+// EfficientNMS as a TensorRT IPluginV3 of ours, with the inputs, outputs and fields of TensorRT's own EfficientNMS_TRT
+// plugin (so one ONNX node serves both): boxes [B, A, 4] and scores [B, A, C] (LINEAR; float32, float16 or bfloat16,
+// one type) in; num_detections [B, 1] int32, detection_boxes [B, K, 4], detection_scores [B, K] (the input type),
+// detection_classes [B, K] int32 out, K = max_output_boxes. For TensorRT-RTX, which ships neither TensorRT's plugin
+// library nor an NMS layer; on full TensorRT the node goes to TensorRT's own plugin. The arithmetic lives in
+// csrc/kernels/efficient_nms.cu; the semantics are torchtrt_ext/ops/efficient_nms.py's.
+#pragma once
+
+#include "NvInferRuntime.h"
+#include "kernels/efficient_nms.h"
+#include "plugins/common/plugin_base.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace torchtrt_ext
+{
+namespace plugins
+{
+
+constexpr char const* kEFFICIENT_NMS_NAME = "EfficientNMS_TRT";
+constexpr char const* kEFFICIENT_NMS_VERSION = "1";
+
+class EfficientNmsPlugin : public PluginV3Base<EfficientNmsPlugin>
+{
+public:
+    //! `fields` holds the attributes (sizes unset); throws PluginError on a value out of range.
+    EfficientNmsPlugin(TorchtrtExtEfficientNmsParams const& fields, std::string pluginNamespace);
+
+    // IPluginV3OneBuild (four outputs of two types: the base's one-output type rules are replaced)
+    int32_t configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
+        nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept override;
+    int32_t getOutputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs,
+        nvinfer1::DataType const* inputTypes, int32_t nbInputs) const noexcept override;
+    int32_t getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs const* shapeInputs,
+        int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs,
+        nvinfer1::IExprBuilder& exprBuilder) noexcept override;
+    bool supportsFormatCombination(int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs,
+        int32_t nbOutputs) noexcept override;
+    int32_t getNbOutputs() const noexcept override;
+    size_t getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
+        nvinfer1::DynamicPluginTensorDesc const* outputs, int32_t nbOutputs) const noexcept override;
+
+    // IPluginV3OneRuntime
+    int32_t onShapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out,
+        int32_t nbOutputs) noexcept override;
+    int32_t enqueue(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
+        void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) noexcept override;
+
+private:
+    friend class PluginV3Base<EfficientNmsPlugin>;
+    //! Throws PluginError unless there are 2 inputs (boxes, scores) and 4 outputs.
+    static void checkCounts(int32_t nbInputs, int32_t nbOutputs);
+    //! "boxes" or "scores", for messages.
+    static char const* inputName(int32_t index) noexcept;
+    //! The seven fields, with TensorRT's names and types, for getFieldsToSerialize.
+    void addFieldsToSerialize(std::vector<nvinfer1::PluginField>& fields);
+    //! The launcher's params for boxes of `boxes` and scores of `scores` dims (rank 3 each, checked).
+    TorchtrtExtEfficientNmsParams paramsFor(nvinfer1::Dims const& boxes, nvinfer1::Dims const& scores) const;
+    //! Checks shared by configurePlugin and onShapeChange: counts, ranks, types, formats.
+    void checkIO(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out,
+        int32_t nbOutputs) const;
+
+    TorchtrtExtEfficientNmsParams mFields;
+};
+
+class EfficientNmsPluginCreator : public PluginCreatorBase
+{
+public:
+    explicit EfficientNmsPluginCreator(char const* pluginNamespace = kDEFAULT_NAMESPACE);
+
+protected:
+    //! Reads TensorRT's fields: score_threshold, iou_threshold (kFLOAT32), max_output_boxes, background_class,
+    //! score_activation, box_coding (kINT32) required, class_agnostic (kINT32) optional (0), as TensorRT's creator.
+    std::unique_ptr<nvinfer1::IPluginV3> createFromFields(nvinfer1::PluginFieldCollection const* fc) override;
+};
+
+} // namespace plugins
+} // namespace torchtrt_ext
