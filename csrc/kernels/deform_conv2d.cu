@@ -79,11 +79,10 @@ inline cudaError_t currentDevice(Device& dev) {
     return status;
 }
 
-// cudaFuncSetAttribute(kernel, MaxDynamicSharedMemorySize, bytes) once per device for each kernel instantiation
-// (`Kernel` is a distinct type per instantiation, so each has its own record of the devices it was set on).
+// cudaFuncSetAttribute(kernel, MaxDynamicSharedMemorySize, bytes) unless `set_on` (bit d: done on device d, one
+// record per kernel instantiation, kept by its caller) says it was done on this device already.
 template <typename Kernel>
-cudaError_t allowDynamicSmem(Kernel* kernel, int bytes, Device const& dev) {
-    static std::atomic<uint64_t> set_on{0};  // bit d: done on device d
+cudaError_t allowDynamicSmem(Kernel* kernel, int bytes, Device const& dev, std::atomic<uint64_t>& set_on) {
     uint64_t const bit = dev.index >= 0 && dev.index < kCachedDevices ? uint64_t{1} << dev.index : 0;
     if (bit != 0 && (set_on.load(std::memory_order_acquire) & bit) != 0) return cudaSuccess;
     cudaError_t const status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
@@ -634,7 +633,8 @@ cudaError_t launchGemmAs(T const* weight, T const* columns, T const* bias, T* ou
     int64_t const m_tiles = (p.per_group_out + C::kBM - 1) / C::kBM;
     int64_t const n_tiles = (p.cols + C::kBN - 1) / C::kBN;
     if (m_tiles > kMaxGridX || groups > kMaxGridYZ) return cudaErrorInvalidValue;
-    cudaError_t const status = allowDynamicSmem(gemmKernel<T, C, kVecA>, kSmem, dev);
+    static std::atomic<uint64_t> smem_set_on{0};  // one per instantiation: the kernels share one function type
+    cudaError_t const status = allowDynamicSmem(gemmKernel<T, C, kVecA>, kSmem, dev, smem_set_on);
     if (status != cudaSuccess) return status;
     dim3 const grid(static_cast<unsigned>(m_tiles), static_cast<unsigned>(std::min(n_tiles, kMaxGridYZ)),
                     static_cast<unsigned>(groups));
