@@ -2,7 +2,8 @@
 and torch.compile(fullgraph=True) keep working.
 
 CPU: an op defined here counts its ``prepare`` calls; the library ops raise their usual errors after a cached call.
-GPU (marker gpu): each op captured in a CUDA graph and replayed on new data, and run under torch.compile(fullgraph=True).
+GPU (marker gpu): each op captured in a CUDA graph and replayed on new data, and run under
+torch.compile(fullgraph=True).
 """
 from __future__ import annotations
 
@@ -53,6 +54,16 @@ def test_prepare_runs_once_per_signature() -> None:
     COUNTED(x, scale=2.0, axes=[1])  # a list is not hashable: checked on every call
     COUNTED(x, scale=2.0, axes=[1])
     assert len(PREPARED) == 7
+
+
+def test_parameters_are_checked_once_too() -> None:
+    """Module weights are Parameters: their calls take the same once-per-signature path as plain tensors."""
+    PREPARED.clear()
+    weight = torch.nn.Parameter(torch.randn(5, 2))
+    with torch.no_grad():
+        COUNTED(weight, scale=2.0, axes=(1,))
+        COUNTED(weight, scale=2.0, axes=(1,))
+    assert len(PREPARED) == 1
 
 
 def test_new_attribute_types_are_checked_after_a_cached_call() -> None:

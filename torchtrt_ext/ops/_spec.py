@@ -458,7 +458,7 @@ class CustomOp:
         when a gradient is needed.
         """
         present = [t for t in tensors if t is not None]
-        return (self.spec.cuda is not None and all(type(t) is torch.Tensor and t.is_cuda for t in present)
+        return (self.spec.cuda is not None and all(type(t) in _PLAIN and t.is_cuda for t in present)
                 and not torch.compiler.is_compiling()
                 and not (torch.is_grad_enabled() and any(t.requires_grad for t in present)))
 
@@ -515,19 +515,20 @@ class CustomOp:
         return f"CustomOp({self.spec.name}, inputs={list(self.spec.inputs)}, attrs={[a.name for a in self.spec.attrs]})"
 
 
+_PLAIN = (torch.Tensor, torch.nn.Parameter)  # tensors with concrete shapes and no __torch_function__ of their own
 _MAX_SIGNATURES = 256  # call signatures whose checks an op remembers; the record starts over when full
 
 
 def _signature(tensors: tuple, attrs: dict[str, Any]) -> tuple | None:
     """A key of everything the checks of a call read: per input its shape and dtype, per attribute its name, value
     and the types of the value and of its elements (so ``True`` never passes for a checked ``1``). None, and nothing
-    is remembered, when an input is not a plain torch.Tensor (fake and functional tensors under tracing, symbolic
-    shapes, non-tensors: those are checked on every call). The key may hold an unhashable value (a list)."""
+    is remembered, when an input is not a plain torch.Tensor or Parameter (fake and functional tensors under tracing,
+    symbolic shapes, non-tensors: those are checked on every call). The key may hold an unhashable value (a list)."""
     key: list[Any] = []
     for t in tensors:
         if t is None:
             key.append(None)
-        elif type(t) is torch.Tensor:
+        elif type(t) in _PLAIN:
             key.append((t.shape, t.dtype))
         else:
             return None
