@@ -6,9 +6,22 @@
   when TensorRT headers (``NvInfer.h``) are found; otherwise skipped with the reason printed.
 * ``libtorchtrt_ext_plugins_autoload.so``: ``csrc/plugins/autoload``, linked against the plugin library; registers
   its creators when loaded by a plain dlopen (Triton, ONNX Runtime). Built and skipped with the plugin library.
+* ``libtorchtrt_ext_rtx_alias.so``: ``csrc/rtx_alias``, no code: SONAME ``libtensorrt_rtx.so``, NEEDED
+  ``libtensorrt_rtx.so.1``, so TensorRT-RTX's ONNX parser finds the library it dlopens by that unversioned name
+  (``torchtrt_ext/backend/rtx_alias.py``). Built and skipped with the plugin library.
+
+Both libraries link the CUDA runtime statically, its symbols hidden: they need no CUDA toolkit and no
+``nvidia-cuda-runtime`` package where they run, only a driver new enough for the CUDA version they were built with,
+and they cannot clash with another CUDA runtime in the process (torch's). ``lib/build_info.json`` records that
+version and the architectures; ``torchtrt_ext._native`` checks it against torch's CUDA at import.
+
+The wheel is tagged ``py3-none-manylinux_2_<N>_<machine>``: it holds no CPython extension (the libraries are loaded
+with ctypes or by TensorRT), so one wheel serves every Python version; N is the newest glibc symbol version the
+libraries use. ``scripts/build_wheel.py`` builds the CUDA 12 and CUDA 13 variants and checks the tag with auditwheel.
 
 Environment variables:
-  TORCHTRT_EXT_CUDA_ARCHS   semicolon list of SM versions, default "75;80;86;89;90" (PTX of the last is added)
+  TORCHTRT_EXT_CUDA_ARCHS   semicolon list of SM versions, default "75;80;86;89;90;100;120" (PTX of the last is added)
+  TORCHTRT_EXT_CUDA_MAJOR   refuse to build unless nvcc is of this CUDA major version (the wheel variants set it)
   TORCHTRT_EXT_TRT_INCLUDE  folder holding NvInfer.h (else: ../shared/third_party/tensorrt/include beside the
                             checkout, TensorRT_ROOT/include, system folders, .deps/TensorRT/include, pip's tensorrt)
   TORCHTRT_EXT_NVCC         the nvcc to use (else: $CUDA_HOME/bin/nvcc, then PATH)
@@ -18,7 +31,10 @@ Rebuild in place after editing csrc/: ``python setup.py build_ext --inplace``.
 """
 from __future__ import annotations
 
+import json
 import os
+import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -26,11 +42,13 @@ import tempfile
 from pathlib import Path
 
 from setuptools import Distribution, setup
+from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
 CSRC = ROOT / "csrc"
-DEFAULT_ARCHS = "75;80;86;89;90"
+DEFAULT_ARCHS = "75;80;86;89;90;100;120"
+BUILD_INFO = "build_info.json"
 
 
 def _log(msg: str) -> None:
@@ -76,9 +94,23 @@ def find_trt_include() -> tuple[Path | None, list[str]]:
     return None, [str(c) for c in candidates]
 
 
+def nvcc_cuda_version(nvcc: str) -> tuple[int, int]:
+    """(major, minor) of the CUDA toolkit of `nvcc`, read from ``nvcc --version`` ("release 13.0")."""
+    out = subprocess.run([nvcc, "--version"], check=True, capture_output=True, text=True).stdout
+    match = re.search(r"release (\d+)\.(\d+)", out)
+    if match is None:
+        raise RuntimeError(f"{nvcc} --version printed no 'release X.Y' line: {out!r}")
+    return int(match[1]), int(match[2])
+
+
+def cuda_archs() -> list[str]:
+    """The SM versions of TORCHTRT_EXT_CUDA_ARCHS (default DEFAULT_ARCHS), oldest first as given."""
+    return [a.strip() for a in os.environ.get("TORCHTRT_EXT_CUDA_ARCHS", DEFAULT_ARCHS).split(";") if a.strip()]
+
+
 def gencode_flags() -> list[str]:
     """nvcc -gencode flags for TORCHTRT_EXT_CUDA_ARCHS plus PTX of the newest architecture."""
-    archs = [a.strip() for a in os.environ.get("TORCHTRT_EXT_CUDA_ARCHS", DEFAULT_ARCHS).split(";") if a.strip()]
+    archs = cuda_archs()
     flags = []
     for arch in archs:
         flags += ["-gencode", f"arch=compute_{arch},code=sm_{arch}"]
@@ -102,11 +134,25 @@ def _nvcc_objects(nvcc: str, sources: list[Path], obj_dir: Path, extra: list[str
     return objects
 
 
-def _nvcc_link(nvcc: str, objects: list[Path], output: Path, extra: list[str]) -> None:
+def _nvcc_link(nvcc: str, objects: list[Path], output: Path, extra: list[str], cudart: str = "static") -> None:
     """Link objects into a shared library. Never with --threads: nvcc 13 runs one device link per architecture and
-    in parallel they all write the same temporary *_dlink.reg.c ("nvlink fatal: Could not read file")."""
+    in parallel they all write the same temporary *_dlink.reg.c ("nvlink fatal: Could not read file").
+
+    cudart ("static", or "none" for a library without device code) is linked statically and --exclude-libs keeps its
+    symbols local: exported, they could bind to (or be bound by) another CUDA runtime in the process, e.g. torch's.
+    """
     output.parent.mkdir(parents=True, exist_ok=True)
-    _run([nvcc, "-shared", *gencode_flags(), *map(str, objects), *extra, "-o", str(output), "-lcudart"])
+    _run([nvcc, "-shared", *gencode_flags(), *map(str, objects), *extra, "-o", str(output), "--cudart", cudart,
+          "-Xlinker", "--exclude-libs,ALL"])
+
+
+def glibc_floor(libraries: list[Path]) -> tuple[int, int]:
+    """The newest GLIBC_x.y symbol version the libraries need (objdump -T): the oldest glibc that loads them."""
+    versions = [(2, 17)]  # manylinux2014's glibc, the oldest tag pip still maps
+    for library in libraries:
+        out = subprocess.run(["objdump", "-T", str(library)], check=True, capture_output=True, text=True).stdout
+        versions += [(int(a), int(b)) for a, b in re.findall(r"\bGLIBC_(\d+)\.(\d+)\b", out)]
+    return max(versions)
 
 
 class BuildNative(build_ext):
@@ -126,8 +172,17 @@ class BuildNative(build_ext):
         if not kernels:
             _log("no csrc/kernels/*.cu sources: native libraries skipped")
             return
+        cuda = nvcc_cuda_version(nvcc)
+        wanted = os.environ.get("TORCHTRT_EXT_CUDA_MAJOR")
+        if wanted and int(wanted) != cuda[0]:
+            raise RuntimeError(f"TORCHTRT_EXT_CUDA_MAJOR={wanted} asks for a CUDA {wanted} build, but {nvcc} is CUDA "
+                               f"{cuda[0]}.{cuda[1]}: point TORCHTRT_EXT_NVCC at the nvcc of a CUDA {wanted} toolkit")
         with tempfile.TemporaryDirectory(prefix="torchtrt_ext_build_") as tmp:
             self._build_libraries(nvcc, kernels, Path(tmp), out_dir)
+        archs = cuda_archs()
+        info = {"cuda_version": f"{cuda[0]}.{cuda[1]}", "sm": archs, "ptx": archs[-1]}
+        (out_dir / BUILD_INFO).write_text(json.dumps(info, indent=1) + "\n")
+        _log(f"{out_dir / BUILD_INFO}: {info}")
 
     @staticmethod
     def _build_libraries(nvcc: str, kernels: list[Path], obj_dir: Path, out_dir: Path) -> None:
@@ -136,7 +191,8 @@ class BuildNative(build_ext):
         include, looked = find_trt_include()
         if include is None:
             _log("TensorRT headers (NvInfer.h) not found in " + ", ".join(looked) +
-                 ": libtorchtrt_ext_plugins_autoload.so and libtorchtrt_ext_plugins.so skipped. "
+                 ": libtorchtrt_ext_plugins_autoload.so, libtorchtrt_ext_rtx_alias.so and libtorchtrt_ext_plugins.so "
+                 "skipped. "
                  "Set TORCHTRT_EXT_TRT_INCLUDE to the folder holding NvInfer.h.")
             return
         autoload = CSRC / "plugins" / "autoload"
@@ -153,7 +209,32 @@ class BuildNative(build_ext):
         autoload_objects = _nvcc_objects(nvcc, [autoload / "autoload.cpp"], obj_dir, trt_flags)
         _nvcc_link(nvcc, autoload_objects + [logging_object], out_dir / "libtorchtrt_ext_plugins_autoload.so",
                    ["-L", str(out_dir), "-ltorchtrt_ext_plugins", "-ldl",
-                    "-Xlinker", "-rpath,$ORIGIN", "-Xlinker", "-z,nodelete"])
+                    "-Xlinker", "-rpath,$ORIGIN", "-Xlinker", "-z,nodelete"], cudart="none")
+        _build_rtx_alias(nvcc, obj_dir, out_dir / "libtorchtrt_ext_rtx_alias.so")
+
+
+def _build_rtx_alias(nvcc: str, tmp: Path, output: Path) -> None:
+    """The library answering to TensorRT-RTX's unversioned name (see csrc/rtx_alias/rtx_alias.cpp). Its NEEDED entry
+    comes from linking an empty stand-in that has the wheel's SONAME; the stand-in is thrown away."""
+    source = CSRC / "rtx_alias" / "rtx_alias.cpp"
+    stand_in = tmp / "rtx_stand_in" / "libtensorrt_rtx.so.1"
+    stand_in.parent.mkdir(parents=True, exist_ok=True)
+    _run([nvcc, "-shared", "--cudart", "none", "-Xcompiler", "-fPIC", str(source), "-o", str(stand_in),
+          "-Xlinker", "-soname,libtensorrt_rtx.so.1"])
+    _run([nvcc, "-shared", "--cudart", "none", "-Xcompiler", "-fPIC", str(source), "-o", str(output),
+          "-Xlinker", "-soname,libtensorrt_rtx.so", "-Xlinker", "--no-as-needed", "-Xlinker", str(stand_in)])
+
+
+class NativeWheel(bdist_wheel):
+    """Tags the wheel py3-none-manylinux_2_<glibc floor>_<machine> (py3-none-any when no library was built)."""
+
+    def get_tag(self) -> tuple[str, str, str]:  # noqa: D102 - setuptools hook
+        lib_dir = Path(self.get_finalized_command("build").build_lib) / "torchtrt_ext" / "lib"
+        libraries = sorted(lib_dir.glob("*.so"))
+        if not libraries:
+            return "py3", "none", "any"
+        major, minor = glibc_floor(libraries)
+        return "py3", "none", f"manylinux_{major}_{minor}_{platform.machine()}"
 
 
 class NativeDistribution(Distribution):
@@ -163,4 +244,5 @@ class NativeDistribution(Distribution):
         return True
 
 
-setup(cmdclass={"build_ext": BuildNative}, distclass=NativeDistribution)
+if __name__ == "__main__":  # also under pip (setuptools.build_meta runs this file as __main__); scripts and tests import it
+    setup(cmdclass={"build_ext": BuildNative, "bdist_wheel": NativeWheel}, distclass=NativeDistribution)

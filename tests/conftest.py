@@ -1,9 +1,10 @@
 """Shared test configuration: markers that skip, with the reason, where the machine lacks a GPU or TensorRT."""
 from __future__ import annotations
 
+import functools
 import importlib.util
-import os
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -30,18 +31,21 @@ def _tensorrt_reason() -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=None)
+def _setup_py() -> ModuleType:
+    """setup.py as a module (its setup() call runs only as __main__), for its own header search."""
+    spec = importlib.util.spec_from_file_location("torchtrt_ext_setup_py", _ROOT / "setup.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def trt_include_dir() -> tuple[Path | None, list[str]]:
-    """(folder holding NvInfer.h or None, folders looked in), in setup.py's order of find_trt_include."""
-    looked = [Path(os.environ[v]) for v in ("TORCHTRT_EXT_TRT_INCLUDE",) if os.environ.get(v)]
-    if os.environ.get("TensorRT_ROOT"):
-        looked.append(Path(os.environ["TensorRT_ROOT"]) / "include")
-    looked += [Path("/usr/include/x86_64-linux-gnu"), Path("/usr/include"), Path("/usr/local/TensorRT/include"),
-               Path("/usr/local/tensorrt/include"), _ROOT / ".deps" / "TensorRT" / "include"]
-    spec = importlib.util.find_spec("tensorrt")
-    if spec is not None and spec.origin:
-        looked.append(Path(spec.origin).parent / "include")
-    found = next((folder for folder in looked if (folder / "NvInfer.h").is_file()), None)
-    return found, [str(folder) for folder in looked]
+    """(folder holding NvInfer.h or None, folders looked in): setup.py's find_trt_include, so a test skips exactly
+    where the build skipped the plugin library."""
+    found, looked = _setup_py().find_trt_include()
+    return found, looked
 
 
 def _trt_headers_reason() -> str | None:

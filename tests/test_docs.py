@@ -23,7 +23,11 @@ from pathlib import Path
 
 import pytest
 
+import torchtrt_ext
+
 ROOT = Path(__file__).resolve().parents[1]
+# Where the imported package lives: ROOT in a checkout, site-packages when the tests run against an installed wheel.
+PACKAGE_PARENT = Path(torchtrt_ext.__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 PAGES = sorted(p for p in DOCS.rglob("*.md"))
 _FENCE = re.compile(r"^```(\w*)\s*$")
@@ -108,7 +112,7 @@ EXCERPTS = [b for p in PAGES for b in blocks(p) if b.marker == "excerpt"]
 
 @pytest.mark.parametrize("block", EXCERPTS, ids=[f"{b.page.name}:{b.line}" for b in EXCERPTS])
 def test_excerpts_match_the_sources(block: Block) -> None:
-    source = ROOT / block.argument
+    source = (PACKAGE_PARENT if block.argument.startswith("torchtrt_ext/") else ROOT) / block.argument
     assert source.is_file(), f"{block.page.name}:{block.line}: {block.argument} does not exist"
     text = "\n".join(line.rstrip() for line in source.read_text().splitlines())
     quoted = "\n".join(line.rstrip() for line in block.code.splitlines())

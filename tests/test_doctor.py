@@ -102,10 +102,17 @@ def test_custom_node_with_plugin_library_is_reported_available(plugin_library):
     assert [f.op_type for f in result.problems] == ["Unique"]
 
 
-def test_tensorrt_rtx_never_counts_on_plugins(plugin_library):
+def test_tensorrt_rtx_counts_on_the_cpp_plugin_library_only(no_plugin_library):
     result = report(_with_unique_and_l2norm(), "tensorrt_rtx", checker="table")
     l2norm = next(f for f in result.findings if f.op_type == "L2Norm")
-    assert l2norm.problem and "aborts" in l2norm.detail and "decompose_custom_ops" in l2norm.remedies[2]
+    assert l2norm.problem and "TensorRT-RTX does not take the Python plugins" in l2norm.detail
+    assert "build libtorchtrt_ext_plugins.so" in l2norm.remedies[0] and "decompose_custom_ops" in l2norm.remedies[2]
+
+
+def test_tensorrt_rtx_with_the_plugin_library_reports_it_available(plugin_library):
+    result = report(_with_unique_and_l2norm(), "tensorrt_rtx", checker="table")
+    l2norm = next(f for f in result.findings if f.op_type == "L2Norm")
+    assert not l2norm.problem and str(plugin_library) in l2norm.detail
 
 
 def test_other_custom_domains_are_reported():

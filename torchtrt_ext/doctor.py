@@ -1,9 +1,11 @@
 """The doctor: which nodes of an ONNX graph TensorRT will reject, which custom nodes have a plugin, and what to do.
 
 ``report(model, backend=...)`` asks the backend's own ONNX parser where it is installed (``tensorrt`` or
-``tensorrt_rtx``), on a copy of the graph with every custom-domain node cut out (its outputs become graph inputs): the
-parsers abort the whole process when a node maps to a plugin, so they never see one. Without that parser it uses the
-op-support table in ``passes.trt_op_support`` (and says so). Custom nodes are listed with the plugin that would serve
+``tensorrt_rtx``). On ``tensorrt`` it parses a copy of the graph with every custom-domain node cut out (its outputs
+become graph inputs); on ``tensorrt_rtx`` with the C++ plugin library built, it loads that library and parses the real
+graph with our own ops' nodes in it (only other custom nodes are cut), so it reports what RTX really accepts: a node
+our plugin refuses is "plugin rejected". Without that parser it uses the op-support table in
+``passes.trt_op_support`` (and says so). Custom nodes are listed with the plugin that would serve
 them, as a build with ``plugins="auto"`` resolves it (``backend.plugins.auto_route``: the C++ library, the Python
 plugins, or TensorRT's own plugin library for ops bound to it), and whether ``passes.decompose_custom_ops`` can replace
 them. The parse is the build's own step (``backend.builder.network_from_onnx``).
@@ -26,9 +28,10 @@ from onnx import helper
 
 from torchtrt_ext.backend import adapter
 from torchtrt_ext.backend.builder import network_from_onnx
-from torchtrt_ext.backend.plugin_plan import PluginPlan
-from torchtrt_ext.backend.plugins import assert_plugin_free, auto_route
-from torchtrt_ext.errors import InvalidInputError, OnnxParseError, failure
+from torchtrt_ext import _native
+from torchtrt_ext.backend.plugin_plan import OpPlan, PluginPlan
+from torchtrt_ext.backend.plugins import auto_route, plugin_refs
+from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, OnnxParseError, failure
 from torchtrt_ext.ops._spec import DOMAIN, PROVIDER_OURS, PluginRef, registered_ops
 from torchtrt_ext.passes import trt_op_support as table
 from torchtrt_ext.passes.onnx_util import all_nodes, default_opset, node_attr, non_standard_nodes, STANDARD_DOMAINS
@@ -128,7 +131,8 @@ def _custom_op_remedies(node: onnx.NodeProto, backend: str, known: bool, why_mis
         remedies.append("a newer TensorRT: the Python plugins need tensorrt >= 10.6 "
                         "(pip install 'torchtrt_ext[trt]')")
     else:
-        remedies.append("TensorRT-RTX cannot run plugin nodes (it aborts): use backend='tensorrt' for the plugin")
+        remedies.append("TensorRT-RTX takes the C++ plugins only (not tensorrt.plugin's): build "
+                        "libtorchtrt_ext_plugins.so (pip install -e . with the TensorRT headers)")
     remedies.append("a different mapping at export: export without the custom op (compile(..., fuse=False), or the "
                     "plain PyTorch code path) so only standard ops reach TensorRT")
     if known:
@@ -223,16 +227,35 @@ def _quiet_logger(trt: Any) -> Any:
     return _Quiet()
 
 
-def _parser_findings(model: onnx.ModelProto, backend: str) -> tuple[list[Finding], str]:
+def _rtx_plugin_plan(model: onnx.ModelProto, backend: str) -> PluginPlan | None:
+    """On tensorrt_rtx with the C++ plugin library built: the plan that loads it for our own ops of ``model``, so the
+    parser sees their nodes. None elsewhere, and where the library is missing (logged)."""
+    if backend != "tensorrt_rtx":
+        return None
+    try:
+        library = _native.plugin_library_path()
+    except LibraryNotFoundError as exc:
+        LOGGER.info("doctor: our custom nodes cut out before parsing: %s", exc)
+        return None
+    ours = tuple(OpPlan(ref, "cpp") for ref in plugin_refs(model) if ref.provider == PROVIDER_OURS)
+    return PluginPlan("cpp", library, None, ours)
+
+
+def _parser_findings(model: onnx.ModelProto, backend: str, plan: PluginPlan) -> tuple[list[Finding], str]:
     api = adapter.load_backend(backend)
-    assert_plugin_free(model, api)  # last line of defence: RTX must never see a plugin node
     logger = _quiet_logger(api.trt)  # parse errors are the expected answer here, not log noise
     findings = []
     try:
-        network_from_onnx(api, model, PluginPlan("none"), logger)
+        network_from_onnx(api, model, plan, logger)
     except OnnxParseError as exc:
+        ours = {n.name: n for n in model.graph.node if n.domain == DOMAIN}
         for error in exc.nodes:
             desc = f": {error.desc}" if error.desc and error.desc != "false" else ""  # op checkers say just "false"
+            if error.node in ours:  # our plugin was loaded and refused the node: its message is in the log
+                why = f"{api.name} {api.version} ONNX parser with the C++ plugin library loaded: {error.code}{desc}"
+                findings.append(Finding(error.node, error.op_type, DOMAIN, "plugin rejected", True, why,
+                                        _custom_op_remedies(ours[error.node], backend, True, why)))
+                continue
             findings.append(Finding(error.node, error.op_type, "", "unsupported", True,
                                     f"{api.name} {api.version} ONNX parser: {error.code}{desc}",
                                     _standard_op_remedies(error.op_type, f"{api.name} {api.version} rejects it")))
@@ -277,8 +300,12 @@ def report(model: onnx.ModelProto, backend: str = "tensorrt", *, checker: str = 
     opset = default_opset(model)
     use_parser = checker == "parser" or (checker == "auto" and adapter.backend_available(backend))
     top_level = {id(n) for n in model.graph.node}
-    if use_parser and all(id(n) in top_level for n in custom):
-        findings, checked_with = _parser_findings(_without_custom_nodes(model, custom), backend)
+    plan = (_rtx_plugin_plan(model, backend) if use_parser else None) or PluginPlan("none")
+    served = {op.op_type for op in plan.ops}
+    cut = [n for n in custom if not (n.domain == DOMAIN and n.op_type in served)]
+    if use_parser and all(id(n) in top_level for n in cut):
+        findings, checked_with = _parser_findings(_without_custom_nodes(model, cut), backend, plan)
+        checked_with += " with the C++ plugin library loaded" if plan.ops else ""
     else:
         if use_parser and checker == "parser":
             LOGGER.info("doctor: custom nodes inside subgraphs cannot be cut out; using the op-support table")

@@ -57,6 +57,10 @@ class LibraryNotFoundError(TorchTRTExtError, FileNotFoundError):
     """A native library (CUDA kernels or TensorRT plugins) was not built or cannot be loaded."""
 
 
+class CudaMismatchError(TorchTRTExtError, ImportError):
+    """The native libraries were built for another CUDA major version than the process's (torch's) CUDA runtime."""
+
+
 class KernelError(TorchTRTExtError, RuntimeError):
     """A launcher of libtorchtrt_ext_kernels.so returned a CUDA error status."""
 

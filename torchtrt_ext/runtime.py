@@ -110,14 +110,21 @@ def require_gpu(what: str = "running a TensorRT engine") -> torch.device:
 
 
 def check_compatible(metadata: EngineMetadata, api: TRTApi, device: torch.device | None) -> None:
-    """Raise EngineCompatibilityError, plainly, when the engine was built for another TensorRT or GPU."""
-    if api.version != metadata.trt_version:
+    """Raise EngineCompatibilityError, plainly, when the engine was built for another TensorRT or GPU.
+
+    A version-compatible engine (``_version_compatible``) runs on the same or a newer TensorRT of the same major
+    version; a TensorRT-RTX engine is portable across GPU architectures (RTX builds for several by default, and its
+    runtime judges the plan when deserializing), so only TensorRT engines are held to the GPU they were built on.
+    """
+    if api.version != metadata.trt_version and not _runs_on_newer(metadata, api.version):
+        compatible = " or, being version-compatible, a newer one of the same major version"
         raise EngineCompatibilityError(failure(
             f"the engine was built with {metadata.backend} {metadata.trt_version}, this machine has {api.name} "
-            f"{api.version}", "the TensorRT version the engine was built with",
+            f"{api.version}", "the TensorRT version the engine was built with"
+            + (compatible if _version_compatible(metadata) else ""),
             "rebuild the engine on the target machine (torchtrt_ext.compile or build_engine there)"))
-    if device is None or metadata.compute_capability is None:
-        return  # no GPU to compare with, or a portable TensorRT-RTX engine built without one
+    if device is None or metadata.compute_capability is None or metadata.backend == "tensorrt_rtx":
+        return  # no GPU to compare with, or a portable TensorRT-RTX engine
     major, minor = torch.cuda.get_device_capability(device)
     here, name = f"{major}.{minor}", torch.cuda.get_device_name(device)
     if here != metadata.compute_capability:
@@ -125,6 +132,21 @@ def check_compatible(metadata: EngineMetadata, api: TRTApi, device: torch.device
             f"the engine was built for {metadata.gpu_name} (compute capability {metadata.compute_capability}), "
             f"this GPU is {name} (compute capability {here})", "an engine built on this GPU architecture",
             "rebuild the engine on this machine"))
+
+
+def _version_compatible(metadata: EngineMetadata) -> bool:
+    """Whether the build set VERSION_COMPATIBLE: TensorRT engines with the plugin library embedded (see
+    ``TRTApi.set_plugins_to_serialize``)."""
+    return metadata.backend == "tensorrt" and metadata.plugins_embedded
+
+
+def _runs_on_newer(metadata: EngineMetadata, version: str) -> bool:
+    """A version-compatible engine on ``version``: same major version, not older than the builder's."""
+    def numbers(text: str) -> tuple[int, ...]:
+        return tuple(int(part) for part in text.split(".") if part.isdigit())
+
+    built, here = numbers(metadata.trt_version), numbers(version)
+    return _version_compatible(metadata) and built[:1] == here[:1] and here >= built
 
 
 def torch_dtype(info: TensorInfo, role: str) -> torch.dtype:
@@ -495,7 +517,7 @@ def _engine_stream(loaded: _Loaded) -> torch.cuda.Stream:
     """This thread's private stream on the engine's device (never the legacy default stream)."""
     stream = getattr(loaded.local, "stream", None)
     if stream is None:
-        stream = loaded.local.stream = torch.cuda.Stream(loaded.device)
+        stream = loaded.local.stream = torch.cuda.Stream(loaded.device)  # type: ignore[no-untyped-call]
     return stream
 
 
@@ -509,7 +531,7 @@ def _enqueue(context: _Context, stream: int, what: str) -> None:
 
 def tensor_address(tensor: torch.Tensor) -> int:
     """Where ``tensor``'s elements start in memory; unlike ``data_ptr()`` not 0 for an empty view of real storage."""
-    return int(tensor.untyped_storage().data_ptr()) + tensor.storage_offset() * tensor.element_size()
+    return int(tensor.untyped_storage().data_ptr()) + int(tensor.storage_offset()) * tensor.element_size()
 
 
 def aligned_empty(shape: Sequence[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:

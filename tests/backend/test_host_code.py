@@ -128,8 +128,11 @@ def test_compile_with_embedding_runs_its_cached_engine_without_the_opt_in(
         rtx: str, monkeypatch: pytest.MonkeyPatch, isolated_cache: Path) -> None:
     """compile(embed_plugins=True) twice: the second call is a cache hit and needs no opt-in. The GPU steps are
     stand-ins (require_gpu gives the CPU, load_engine only creates the real RTX Runtime), since no GPU runs RTX here."""
+    import importlib
+
     from torchtrt_ext import _native
-    from torchtrt_ext import compile as compile_module
+
+    compile_module = importlib.import_module("torchtrt_ext.compile")  # the package's `compile` is the function
 
     if not load_backend(rtx).can_embed_plugins():
         pytest.skip("TensorRT-RTX does not embed plugin libraries in this version of torchtrt_ext (issue 15)")

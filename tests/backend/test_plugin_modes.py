@@ -94,9 +94,9 @@ def test_python_plugins_module_is_the_one_compile_uses() -> None:
 
 
 def test_a_library_tensorrt_cannot_load_raises_and_is_not_cached(rtx: str, tmp_path: Path) -> None:
-    """TensorRT-RTX's real plugin registry: ``load_library`` returns None (it does not raise) for a file it cannot load.
-    The api is labelled "tensorrt" only to pass the RTX plugin refusal; the registry and the call are RTX's own."""
-    real = TRTApi("tensorrt", load_backend(rtx).trt)
+    """TensorRT-RTX's real plugin registry: ``load_library`` returns None (it does not raise) for a file it cannot
+    load."""
+    real = load_backend(rtx)
     bad = tmp_path / "libbroken.so"
     bad.write_bytes(b"not a shared library")
     l2norm = OpPlan(L2NORM_SPEC.plugin_ref, "cpp")  # an op the C++ library serves, so load_plugins loads it
@@ -109,3 +109,56 @@ def test_a_library_tensorrt_cannot_load_raises_and_is_not_cached(rtx: str, tmp_p
     except LibraryNotFoundError as exc:
         pytest.skip(f"the C++ plugin library is not built here: {exc}")
     real.load_plugin_library(str(library))  # the real library loads without error
+    real.load_plugin_library(str(library))  # and again: the registry would return None, the adapter knows it is in
+    assert real.trt.get_plugin_registry().load_library(str(library)) is None  # what a second raw load gives
+
+
+_MIX = """
+import sys
+from tests.plugins import real_trtp
+modules = real_trtp._load()
+if isinstance(modules, str):
+    print("SKIP", modules); sys.exit(0)
+sys.modules.update(modules)
+import tensorrt_rtx
+from torchtrt_ext import _native
+from torchtrt_ext.backend import plugins
+from torchtrt_ext.backend.adapter import TRTApi
+from torchtrt_ext.errors import BuildError
+api = TRTApi("tensorrt", tensorrt_rtx)  # the real registry; labelled "tensorrt" to pass the RTX plugin refusal
+from torchtrt_ext.backend.plugin_plan import OpPlan
+from torchtrt_ext.ops.l2norm import SPEC
+cpp = plugins.PluginPlan("cpp", _native.plugin_library_path(), ops=(OpPlan(SPEC.plugin_ref, "cpp"),))
+python = plugins.PluginPlan("python", ops=(OpPlan(SPEC.plugin_ref, "python"),))
+first, second = (cpp, python) if sys.argv[1] == "cpp-first" else (python, cpp)
+plugins.load_plugins(api, first)
+print("REGISTERED", plugins.registered_plugin_mode(api, [SPEC.plugin_ref]))
+from tests.backend.conftest import raw_custom_graph
+print("AUTO", plugins.resolve_plugin_mode("auto", api, raw_custom_graph()).mode)
+try:
+    plugins.load_plugins(api, second)
+except BuildError as exc:
+    print("REFUSED", exc)
+"""
+
+
+@pytest.mark.parametrize("order", ["cpp-first", "python-first"])
+def test_one_plugin_mode_per_process_in_the_real_registry(rtx: str, order: str) -> None:
+    """TensorRT-RTX's real registry with our real C++ library and the real tensorrt.plugin creators, in a fresh
+    process each (the registry is process-wide): the second mode is refused instead of silently running the first."""
+    import subprocess
+    import sys
+
+    try:
+        _native.plugin_library_path()
+    except LibraryNotFoundError as exc:
+        pytest.skip(f"the C++ plugin library is not built here: {exc}")
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _MIX, order], cwd=root, capture_output=True, text=True, timeout=300)
+    if done.stdout.startswith("SKIP"):
+        pytest.skip(done.stdout)
+    first, second = ("cpp", "python") if order == "cpp-first" else ("python", "cpp")
+    assert f"REGISTERED {first}" in done.stdout, done.stdout + done.stderr
+    assert f"AUTO {first}" in done.stdout  # 'auto' takes the mode this process registered
+    assert (f"REFUSED plugins={second!r}, but the {first} plugins already registered L2Norm in this process's "
+            "tensorrt plugin registry") in done.stdout, done.stdout + done.stderr

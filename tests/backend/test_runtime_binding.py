@@ -8,6 +8,7 @@ torch would be asked to do. The real engine runs in tests/backend/test_runtime.p
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 from collections.abc import Iterator
@@ -275,3 +276,45 @@ def test_an_engine_tensorrt_cannot_capture_runs_without_a_graph(streams: list[St
     assert not graphs and [c[0] for c in engine.calls].count("enqueue") == 3  # the warm-up serves the first call
     assert [r.message for r in caplog.records].count(caplog.records[0].message) == 1
     assert "is_stream_capturable is False" in caplog.records[0].message
+
+
+@pytest.mark.parametrize("embedded,here,ok", [(True, "10.13.0.35", True), (True, "10.14.1.48", True),
+                                              (True, "10.12.0.36", False), (True, "11.0.0.114", False),
+                                              (False, "10.14.1.48", False)])
+def test_version_compatible_engines_run_on_newer_tensorrt_of_the_same_major(embedded: bool, here: str,
+                                                                             ok: bool) -> None:
+    """Embedding the plugin library sets VERSION_COMPATIBLE, which TensorRT documents as runnable on newer TensorRT
+    versions of the same major version; other engines need the exact version (a stand-in api: only its version)."""
+    import types
+
+    from torchtrt_ext.backend.adapter import TRTApi
+    from torchtrt_ext.runtime import check_compatible
+
+    meta = dataclasses.replace(metadata(), trt_version="10.13.0.35", plugins_embedded=embedded)
+    api = TRTApi("tensorrt", types.SimpleNamespace(__version__=here))
+    if ok:
+        check_compatible(meta, api, None)
+    else:
+        with pytest.raises(EngineCompatibilityError, match=r"built with tensorrt 10\.13\.0\.35, this machine has "
+                                                           rf"tensorrt {here}"):
+            check_compatible(meta, api, None)
+
+
+@pytest.mark.parametrize("backend,ok", [("tensorrt_rtx", True), ("tensorrt", False)])
+def test_only_tensorrt_engines_are_held_to_their_gpu(backend: str, ok: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TensorRT-RTX engines are portable across GPU architectures (RTX docs: built for 8.0-12.0 by default)."""
+    import types
+
+    from torchtrt_ext.backend.adapter import TRTApi
+    from torchtrt_ext.runtime import check_compatible
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device: (9, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "NVIDIA H200")
+    meta = dataclasses.replace(metadata(), backend=backend, gpu_name="NVIDIA GeForce RTX 4090", compute_capability="8.9")
+    api = TRTApi(backend, types.SimpleNamespace(__version__=meta.trt_version))
+    if ok:
+        check_compatible(meta, api, torch.device("cuda", 0))
+    else:
+        with pytest.raises(EngineCompatibilityError, match=r"built for NVIDIA GeForce RTX 4090 \(compute capability "
+                                                           r"8\.9\), this GPU is NVIDIA H200"):
+            check_compatible(meta, api, torch.device("cuda", 0))

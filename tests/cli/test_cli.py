@@ -70,6 +70,22 @@ def test_export_inspect_build_validate_bench(tmp_path: Path) -> None:
     assert meta["profiles"][0]["x"]["max"] == [4, 3, 16, 16]
 
 
+@pytest.mark.trt_headers
+def test_build_on_rtx_with_the_cpp_plugins(tmp_path: Path, onnx_file: Path) -> None:
+    """The same command with --plugins cpp: RTX's real builder, our C++ L2Norm plugin inside (library built in CI)."""
+    reason = _rtx_reason()
+    if reason:
+        pytest.skip(reason)
+    engine_path = tmp_path / "head.engine"
+    done = _run("build", str(onnx_file), "-o", str(engine_path), "--backend", "tensorrt_rtx", "--plugins", "cpp")
+    assert done.returncode == 0, done.stderr
+    assert "plugins cpp" in done.stdout
+    done = _run("inspect", str(engine_path), "--json")
+    meta = json.loads(done.stdout)
+    assert meta["backend"] == "tensorrt_rtx" and meta["plugin_mode"] == "cpp"
+    assert meta["plugins"] == ["torchtrt_ext::L2Norm:1"]
+
+
 def test_bad_input_exits_2_with_one_line_in_a_subprocess(tmp_path: Path) -> None:
     done = _run("build", str(tmp_path / "missing.onnx"), "-o", str(tmp_path / "x.engine"))
     assert done.returncode == cli.EXIT_USAGE and done.stdout == ""

@@ -4,8 +4,8 @@ and the C++ plugin; no file of the library changes.
 
 The C++ side builds a plugin library from csrc/plugins with a copy of creator_table.h that has the op's include and
 its one table line (marker trt_headers), and drives it as TensorRT does with the test doubles of tests/plugins. The
-Python plugin runs on tests/plugins/_fake_trtp.py, a stand-in for tensorrt.plugin. Running the kernel needs a GPU
-(marker gpu); everything else runs here.
+Python plugin runs on the real tensorrt.plugin package (tests/plugins/real_trtp.py, on TensorRT-RTX's bindings).
+Running the kernel needs a GPU (marker gpu); everything else runs here.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import torch
 import torchtrt_ext
 from tests.custom_op.scale_bias import SCALE_BIAS, SPEC, use_kernel_library
 from tests.helpers import node_attrs, rel_err, run_onnx, single_custom_node
-from tests.plugins import _fake_trtp
+from tests.plugins import real_trtp
 from tests.plugins._plugin_harness import PLUGIN_SOURCES, ROOT, compiler, cuda_home, cuda_lib_dir, run_harness
 from torchtrt_ext import _native
 from torchtrt_ext.backend import python_plugins
@@ -63,24 +63,30 @@ def onnx_input(model: onnx.ModelProto) -> str:
     return model.graph.input[0].name
 
 
+ID = "torchtrt_ext::TestScaleBias"
+
+
 @pytest.fixture
-def fake_trtp(monkeypatch: pytest.MonkeyPatch) -> Any:
+def trt_and_trtp(monkeypatch: pytest.MonkeyPatch) -> Any:
     python_plugins._dtype_maps.cache_clear()
-    yield _fake_trtp.install(monkeypatch)
+    trt, trtp = real_trtp.install(monkeypatch)
+    yield trt, trtp
+    real_trtp.deregister(trt, trtp)
     python_plugins._dtype_maps.cache_clear()
 
 
-def test_the_python_plugin_comes_from_the_definition(fake_trtp: Any) -> None:
-    """A stand-in for tensorrt.plugin: registration, signature, output shapes and the float32-only formats."""
-    assert "torchtrt_ext::TestScaleBias" in python_plugins.register_python_plugins()
-    plugin = fake_trtp.REGISTRY["torchtrt_ext::TestScaleBias"]
-    assert plugin.tensors == ["x"] and plugin.attrs == {"scale": float, "bias": float}
-    n = fake_trtp.Sym("N")
-    out = plugin.descs([fake_trtp.TensorDesc((n, 5), fake_trtp.DataType.FLOAT)], {"scale": 2.5, "bias": -1.0})
-    assert out.shape_expr == (n, 5) and out.dtype == fake_trtp.DataType.FLOAT
-    x = fake_trtp.TensorDesc((2, 5), fake_trtp.DataType.FLOAT)
-    combos = plugin.combinations([x], {"scale": 2.5, "bias": -1.0}, (fake_trtp.TensorDesc((2, 5)),))
-    assert [(c.io_types, c.layouts) for c in combos] == [(["FP32", "FP32"], ["LINEAR"])]
+def test_the_python_plugin_comes_from_the_definition(trt_and_trtp: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real tensorrt.plugin: registration, signature, output types and shapes, and the float32-only formats."""
+    trt, trtp = trt_and_trtp
+    assert ID in python_plugins.register_python_plugins()
+    definition = trtp._lib.QDP_REGISTRY[ID]
+    assert definition.input_tensor_names == ["x"] and definition.input_attrs == {"scale": float, "bias": float}
+    plugin = real_trtp.create_plugin(trt, trtp, ID, {"scale": 2.5, "bias": -1.0})
+    assert plugin.get_output_data_types([trt.DataType.FLOAT], [2]) == [trt.DataType.FLOAT]
+    (dims,) = real_trtp.output_shapes(trt, plugin, [("N", 5)], monkeypatch)
+    assert [str(d) for d in dims] == ["N", "5"]
+    combos = plugin.get_supported_format_combinations([real_trtp.tensor_desc(trt, (2, 5), trt.DataType.FLOAT)] * 2, 1)
+    assert [(c.type, c.format) for c in combos] == [(trt.DataType.FLOAT, trt.TensorFormat.LINEAR)] * 2
 
 
 def test_without_its_kernel_library_the_launcher_names_the_remedy(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -101,15 +107,17 @@ def kernel_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.gpu
-def test_eager_cuda_and_the_python_plugin_run_the_kernel(kernel_library: Path, fake_trtp: Any) -> None:
+def test_eager_cuda_and_the_python_plugin_run_the_kernel(kernel_library: Path, trt_and_trtp: Any) -> None:
+    trt, trtp = trt_and_trtp
     x = torch.randn(3, 1000, device="cuda")
     torch.testing.assert_close(SCALE_BIAS(x, scale=2.5, bias=-1.0), x * 2.5 - 1.0)
     python_plugins.register_python_plugins()
-    plugin = fake_trtp.REGISTRY["torchtrt_ext::TestScaleBias"]
+    plugin = real_trtp.create_plugin(trt, trtp, ID, {"scale": 2.5, "bias": -1.0})
+    plugin.get_output_data_types([trt.DataType.FLOAT], [2])
     y = torch.full_like(x, float("nan"))
     stream = torch.cuda.Stream()
-    plugin.run([fake_trtp.Tensor(x.data_ptr(), x.shape, fake_trtp.DataType.FLOAT)], {"scale": 2.5, "bias": -1.0},
-               (fake_trtp.Tensor(y.data_ptr(), y.shape, fake_trtp.DataType.FLOAT),), stream=stream.cuda_stream)
+    real_trtp.enqueue(trt, plugin, [(tuple(x.shape), trt.DataType.FLOAT, x.data_ptr())],
+                      [(tuple(y.shape), trt.DataType.FLOAT, y.data_ptr())], stream.cuda_stream)
     stream.synchronize()
     torch.testing.assert_close(y, x * 2.5 - 1.0)
 

@@ -18,7 +18,8 @@ from torchtrt_ext import _native
 from torchtrt_ext.errors import LibraryNotFoundError
 
 FAKE_NVCC = """#!/bin/sh
-# stand-in for nvcc: create the file after -o
+# stand-in for nvcc: say its version (setup.py records it), or create the file after -o
+if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release 13.0, V13.0.88"; exit 0; fi
 while [ $# -gt 0 ]; do if [ "$1" = "-o" ]; then : > "$2"; exit 0; fi; shift; done
 exit 1
 """
@@ -37,9 +38,11 @@ def test_setup_skips_plugin_library_without_headers(tmp_path: Path) -> None:
     nvcc.chmod(nvcc.stat().st_mode | stat.S_IEXEC)
     env = {k: v for k, v in os.environ.items() if k not in ("TORCHTRT_EXT_TRT_INCLUDE", "TensorRT_ROOT")}
     env["TORCHTRT_EXT_NVCC"] = str(nvcc)
-    # Where headers sit in a system folder or an installed TensorRT wheel, setup.py rightly finds them there.
+    env["TORCHTRT_EXT_CUDA_ARCHS"] = "90"
+    # Where headers sit in a system folder or an installed TensorRT wheel, setup.py rightly finds them there (the
+    # copied tree has no .deps/ and no ../shared/ beside it).
     found, _ = trt_include_dir()
-    if found is not None and not str(found).startswith(str(ROOT)):
+    if found is not None and not any(found.is_relative_to(folder) for folder in (ROOT, ROOT.parent / "shared")):
         pytest.skip(f"TensorRT headers are installed system-wide here ({found}); the no-headers path cannot be shown")
     result = subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=tree, env=env,
                             capture_output=True, text=True, timeout=300)
@@ -50,6 +53,9 @@ def test_setup_skips_plugin_library_without_headers(tmp_path: Path) -> None:
     assert not (tree / "torchtrt_ext" / "lib" / "libtorchtrt_ext_plugins.so").exists()
     assert "libtorchtrt_ext_plugins_autoload.so" in result.stderr
     assert not (tree / "torchtrt_ext" / "lib" / "libtorchtrt_ext_plugins_autoload.so").exists()
+    assert _native.build_info(tree / "torchtrt_ext" / "lib") == {"cuda_version": "13.0", "sm": ["90"], "ptx": "90"}
+    assert "libtorchtrt_ext_rtx_alias.so" in result.stderr
+    assert not (tree / "torchtrt_ext" / "lib" / "libtorchtrt_ext_rtx_alias.so").exists()
 
 
 def test_missing_plugin_library_error_says_how_to_build(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -61,3 +67,7 @@ def test_missing_plugin_library_error_says_how_to_build(monkeypatch: pytest.Monk
     with pytest.raises(LibraryNotFoundError, match=r"libtorchtrt_ext_plugins_autoload.so not found.*"
                                                    r"TORCHTRT_EXT_TRT_INCLUDE.*TORCHTRT_EXT_PLUGIN_AUTOLOAD_LIB"):
         _native.plugin_autoload_library_path()
+    monkeypatch.delenv("TORCHTRT_EXT_RTX_ALIAS_LIB", raising=False)
+    with pytest.raises(LibraryNotFoundError, match=r"libtorchtrt_ext_rtx_alias.so not found.*pip install -e \..*"
+                                                   r"TORCHTRT_EXT_TRT_INCLUDE.*TORCHTRT_EXT_RTX_ALIAS_LIB"):
+        _native.rtx_alias_library_path()

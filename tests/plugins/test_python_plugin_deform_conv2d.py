@@ -1,12 +1,12 @@
-"""DeformConv2d as a TensorRT Python plugin (the fallback without the C++ library), against the tensorrt.plugin
-stand-in of tests/plugins/_fake_trtp.py: registration under the C++ creator's name with the op's attributes, all
-five inputs (tensorrt.plugin has no optional inputs: complete_optional_inputs gives a node the missing ones as empty
-placeholders, which the plugin treats as absent), output shapes from the op definition on symbolic dims, type
-combinations, and (GPU) the impl running the full-op launcher with a workspace of its own.
+"""DeformConv2d as a TensorRT Python plugin (the fallback without the C++ library), against the real
+``tensorrt.plugin`` package on TensorRT-RTX's bindings (tests/plugins/real_trtp.py): registration under the C++
+creator's name with the op's attributes and all five inputs (tensorrt.plugin has no optional inputs:
+complete_optional_inputs gives a node the missing ones as empty placeholders, which the plugin treats as absent),
+output types with TensorRT's fake shape expressions, output shapes with real ``ShapeExpr`` objects (over a stand-in
+for the C++ IExprBuilder), type combinations, and (GPU) the real enqueue running the full-op launcher.
 """
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import numpy as np
@@ -15,11 +15,11 @@ import pytest
 import torch
 
 from tests.helpers import rel_err
-from tests.plugins import _fake_trtp
+from tests.plugins import real_trtp
 from torchtrt_ext.backend import python_plugins
 from torchtrt_ext.ops import DOMAIN
+from torchtrt_ext.ops.deform_conv2d import SPEC, output_size, torch_deform_conv2d
 from torchtrt_ext.passes import complete_optional_inputs
-from torchtrt_ext.ops.deform_conv2d import SPEC, torch_deform_conv2d
 
 ID = "torchtrt_ext::DeformConv2d"
 ATTRS = {"stride": np.array([2, 2], np.int32), "padding": np.array([1, 1], np.int32),
@@ -27,48 +27,65 @@ ATTRS = {"stride": np.array([2, 2], np.int32), "padding": np.array([1, 1], np.in
 
 
 @pytest.fixture
-def fake_trtp(monkeypatch: pytest.MonkeyPatch) -> Any:
+def trt_and_trtp(monkeypatch: pytest.MonkeyPatch) -> Any:
     python_plugins._dtype_maps.cache_clear()
-    yield _fake_trtp.install(monkeypatch)
+    trt, trtp = real_trtp.install(monkeypatch)
+    python_plugins.register_python_plugins()
+    yield trt, trtp
+    real_trtp.deregister(trt, trtp)
     python_plugins._dtype_maps.cache_clear()
 
 
-def test_registered_with_every_input_and_the_op_attributes(fake_trtp: Any) -> None:
-    assert ID in python_plugins.register_python_plugins()
-    plugin = fake_trtp.REGISTRY[ID]
-    assert plugin.tensors == list(SPEC.inputs) == ["input", "offset", "weight", "bias", "mask"]
-    assert list(plugin.attrs) == [a.name for a in SPEC.attrs]
-    assert list(inspect.signature(plugin.impl).parameters) == [*SPEC.inputs, *(a.name for a in SPEC.attrs), "outputs",
-                                                               "stream"]
+def test_registered_with_every_input_and_the_op_attributes(trt_and_trtp: Any) -> None:
+    _, trtp = trt_and_trtp
+    definition = trtp._lib.QDP_REGISTRY[ID]
+    assert definition.input_tensor_names == list(SPEC.inputs) == ["input", "offset", "weight", "bias", "mask"]
+    assert list(definition.input_attrs) == definition.impl_attr_names == [a.name for a in SPEC.attrs]
 
 
-def test_output_shape_from_the_op_definition_with_absent_bias_and_mask(fake_trtp: Any) -> None:
-    python_plugins.register_python_plugins()
-    plugin = fake_trtp.REGISTRY[ID]
-    n, h, w = fake_trtp.Sym("N"), fake_trtp.Sym("H"), fake_trtp.Sym("W")
-    ho, wo = fake_trtp.Sym("HO"), fake_trtp.Sym("WO")
-    for dtype in (fake_trtp.DataType.FLOAT, fake_trtp.DataType.HALF, fake_trtp.DataType.BF16):
-        desc = fake_trtp.TensorDesc
-        inputs = [desc((n, 16, h, w), dtype), desc((n, 36, ho, wo), dtype), desc((24, 8, 3, 3), dtype)]
-        empty = [desc((0,), dtype), desc((0,), dtype)]
-        out = plugin.descs(inputs + empty, ATTRS)
-        assert out.dtype == dtype and out.shape_expr[:2] == (n, 24)
-        assert repr(out.shape_expr[2]) == "(((((H + 2) - 2) - 1) // 2) + 1)"
-        assert repr(out.shape_expr[3]) == "(((((W + 2) - 2) - 1) // 2) + 1)"
-        with_all = plugin.descs(inputs + [desc((24,), dtype), desc((n, 18, ho, wo), dtype)], ATTRS)
-        assert with_all.shape_expr[:2] == (n, 24)
-    static = [fake_trtp.TensorDesc(s) for s in [(2, 16, 9, 11), (2, 36, 5, 6), (24, 8, 3, 3), (0,), (0,)]]
-    assert plugin.descs(static, ATTRS).shape_expr == (2, 24, 5, 6)
+@pytest.mark.parametrize("ranks", [[4, 4, 4, 1, 1], [4, 4, 4, 1, 4]], ids=["bias-and-mask-absent", "all-present"])
+def test_output_types_with_fake_shape_expressions(trt_and_trtp: Any, ranks: list[int]) -> None:
+    """TensorRT infers output types first, with fake ShapeExprs whose values cannot be read (is_constant raises)."""
+    trt, trtp = trt_and_trtp
+    for dtype in (trt.DataType.FLOAT, trt.DataType.HALF, trt.DataType.BF16):
+        plugin = real_trtp.create_plugin(trt, trtp, ID, ATTRS)
+        assert plugin.get_output_data_types([dtype] * 5, ranks) == [dtype]
 
 
-def test_autotune_offers_one_linear_type_for_all_five_inputs(fake_trtp: Any) -> None:
-    python_plugins.register_python_plugins()
-    plugin = fake_trtp.REGISTRY[ID]
+@pytest.mark.parametrize("with_bias,with_mask", [(False, False), (True, False), (True, True)])
+def test_output_shapes_on_real_shape_expressions(trt_and_trtp: Any, monkeypatch: pytest.MonkeyPatch,
+                                                 with_bias: bool, with_mask: bool) -> None:
+    """Real ShapeExprs have no reflected operators (``int * ShapeExpr`` raises TypeError) and say a placeholder is the
+    constant 0 through ``is_constant`` (a property) and ``constant_value()`` (a method)."""
+    trt, trtp = trt_and_trtp
+    plugin = real_trtp.create_plugin(trt, trtp, ID, ATTRS)
+    plugin.get_output_data_types([trt.DataType.FLOAT] * 5, [4, 4, 4, 1, 4 if with_mask else 1])
+    shapes = [("N", 16, "H", "W"), ("N", 36, "HO", "WO"), (24, 8, 3, 3), (24,) if with_bias else (0,),
+              ("N", 18, "HO", "WO") if with_mask else (0,)]
+    (dims,) = real_trtp.output_shapes(trt, plugin, shapes, monkeypatch)
+    assert [str(d) for d in dims[:2]] == ["N", "24"]
+    for h, w in [(9, 11), (8, 8), (3, 4)]:
+        env = {"N": 2, "H": h, "W": w}
+        got = tuple(d.evaluate(env) for d in dims)
+        assert got == (2, 24, *output_size(h, w, (3, 3), (2, 2), (1, 1), (1, 1)))
+    static = [(2, 16, 9, 11), (2, 36, 5, 6), (24, 8, 3, 3), (0,), (0,)]
+    plugin.get_output_data_types([trt.DataType.FLOAT] * 5, [4, 4, 4, 1, 1])
+    (dims,) = real_trtp.output_shapes(trt, plugin, static, monkeypatch)
+    assert [d.get_constant_value() for d in dims] == [2, 24, 5, 6]
+
+
+def test_autotune_offers_one_linear_type_for_all_five_inputs(trt_and_trtp: Any,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    trt, trtp = trt_and_trtp
+    plugin = real_trtp.create_plugin(trt, trtp, ID, ATTRS)
     shapes = [(2, 16, 9, 11), (2, 36, 5, 6), (24, 8, 3, 3), (24,), (0,)]  # mask absent (a placeholder)
-    combos = plugin.combinations([fake_trtp.TensorDesc(s) for s in shapes], ATTRS,
-                                 (fake_trtp.TensorDesc((2, 24, 5, 6)),))
-    assert [(c.io_types, c.layouts) for c in combos] == [
-        (["FP32"] * 6, ["LINEAR"]), (["FP16"] * 6, ["LINEAR"]), (["BF16"] * 6, ["LINEAR"])]
+    plugin.get_output_data_types([trt.DataType.FLOAT] * 5, [len(s) for s in shapes])
+    real_trtp.output_shapes(trt, plugin, shapes, monkeypatch)
+    in_out = [real_trtp.tensor_desc(trt, s, trt.DataType.FLOAT) for s in [*shapes, (2, 24, 5, 6)]]
+    combos = plugin.get_supported_format_combinations(in_out, 5)
+    types = [tuple(c.type for c in combos[i:i + 6]) for i in range(0, len(combos), 6)]
+    assert types == [(trt.DataType.FLOAT,) * 6, (trt.DataType.HALF,) * 6, (trt.DataType.BF16,) * 6]
+    assert {c.format for c in combos} == {trt.TensorFormat.LINEAR}
 
 
 def test_complete_optional_inputs_pads_nodes_with_empty_placeholders() -> None:
@@ -95,13 +112,15 @@ def test_complete_optional_inputs_pads_nodes_with_empty_placeholders() -> None:
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("with_bias,with_mask", [(False, False), (True, False), (True, True)])
-def test_impl_runs_the_full_op_launcher_on_the_given_stream(fake_trtp: Any, dtype: torch.dtype, with_bias: bool,
-                                                            with_mask: bool) -> None:
-    """The impl on device buffers as TensorRT hands them (absent inputs as empty tensors) against the PyTorch op."""
-    python_plugins.register_python_plugins()
-    plugin = fake_trtp.REGISTRY[ID]
-    trt_type = {torch.float32: fake_trtp.DataType.FLOAT, torch.float16: fake_trtp.DataType.HALF,
-                torch.bfloat16: fake_trtp.DataType.BF16}[dtype]
+def test_enqueue_runs_the_full_op_launcher_on_the_given_stream(trt_and_trtp: Any, dtype: torch.dtype,
+                                                               with_bias: bool, with_mask: bool) -> None:
+    """The real enqueue on device buffers as TensorRT hands them (absent inputs as empty tensors) against the PyTorch
+    op."""
+    trt, trtp = trt_and_trtp
+    trt_type = {torch.float32: trt.DataType.FLOAT, torch.float16: trt.DataType.HALF,
+                torch.bfloat16: trt.DataType.BF16}[dtype]
+    plugin = real_trtp.create_plugin(trt, trtp, ID, ATTRS)
+    plugin.get_output_data_types([trt_type] * 5, [4, 4, 4, 1, 4 if with_mask else 1])
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(2, 16, 9, 11, generator=gen)
     offset = torch.randn(2, 36, 5, 6, generator=gen) * 4  # reaching outside the image
@@ -112,9 +131,9 @@ def test_impl_runs_the_full_op_launcher_on_the_given_stream(fake_trtp: Any, dtyp
                for t in (x, offset, weight, bias, mask)]
     y = torch.full((2, 24, 5, 6), float("nan"), device="cuda", dtype=dtype)
     stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        plugin.run([fake_trtp.Tensor(t.data_ptr(), t.shape, trt_type) for t in tensors], ATTRS,
-                   (fake_trtp.Tensor(y.data_ptr(), y.shape, trt_type),), stream=stream.cuda_stream)
+    placeholder = torch.empty(256, dtype=torch.uint8, device="cuda")  # TensorRT binds non-null addresses
+    real_trtp.enqueue(trt, plugin, [(tuple(t.shape), trt_type, t.data_ptr() or placeholder.data_ptr())
+                                    for t in tensors], [(tuple(y.shape), trt_type, y.data_ptr())], stream.cuda_stream)
     stream.synchronize()
     rounded = [None if t is None else t.to(dtype).double() for t in (x, offset, weight, bias, mask)]
     expected = torch_deform_conv2d(*rounded, (2, 2), (1, 1), (1, 1), 2, 2).double()

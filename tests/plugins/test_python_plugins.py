@@ -1,29 +1,35 @@
 """The Python-plugin fallback (torchtrt_ext.backend.python_plugins) for machines without the C++ plugin library.
 
-Without TensorRT, a stand-in for tensorrt.plugin (tests/plugins/_fake_trtp.py) checks what the real one checks
-about the functions handed to it and calls them the way it does. The end-to-end engine test needs full TensorRT
-(marker tensorrt) and skips with the reason elsewhere.
+Run against the real ``tensorrt.plugin`` package on TensorRT-RTX's bindings (tests/plugins/real_trtp.py): its
+registration checks, its plugin class calling our functions the way TensorRT drives it (output types with fake
+shape expressions, output shapes with real ``ShapeExpr`` objects over a stand-in for the C++ IExprBuilder, format
+combinations, enqueue). The kernel launch is a recording stand-in on the CPU and the real kernel on a GPU; the
+end-to-end engine test needs full TensorRT (marker tensorrt) and skips with the reason elsewhere.
 """
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import sys
 from typing import Any
 
 import pytest
 import torch
 
-from tests.plugins import _fake_trtp
+from tests.plugins import real_trtp
 from torchtrt_ext.backend import python_plugins
 from torchtrt_ext.errors import InvalidAttributeError, MissingDependencyError
 from torchtrt_ext.ops.l2norm import SPEC, l2norm
 
+ID = "torchtrt_ext::L2Norm"
+
 
 @pytest.fixture
-def fake_trtp(monkeypatch: pytest.MonkeyPatch) -> Any:
+def trt_and_trtp(monkeypatch: pytest.MonkeyPatch) -> Any:
     python_plugins._dtype_maps.cache_clear()
-    yield _fake_trtp.install(monkeypatch)
+    trt, trtp = real_trtp.install(monkeypatch)
+    python_plugins.register_python_plugins()
+    yield trt, trtp
+    real_trtp.deregister(trt, trtp)
     python_plugins._dtype_maps.cache_clear()
 
 
@@ -44,51 +50,78 @@ def test_tensorrt_without_tensorrt_plugin_is_reported(monkeypatch: pytest.Monkey
         python_plugins.register_python_plugins()
 
 
-def test_l2norm_registered_under_the_cpp_creator_name_with_the_op_attributes(fake_trtp: Any) -> None:
-    assert "torchtrt_ext::L2Norm" in python_plugins.register_python_plugins()
-    plugin = fake_trtp.REGISTRY["torchtrt_ext::L2Norm"]
-    assert plugin.tensors == list(SPEC.inputs) == ["x"]
-    assert plugin.attrs == {"axis": int, "eps": float}  # names and order of the op definition's attributes
-    assert [a.name for a in SPEC.attrs] == list(plugin.attrs)
-    assert list(inspect.signature(plugin.impl).parameters) == ["x", "axis", "eps", "outputs", "stream"]
-    assert list(inspect.signature(plugin.autotune).parameters) == ["x", "axis", "eps", "outputs"]
-    assert "torchtrt_ext::L2Norm" in python_plugins.register_python_plugins()  # idempotent: no second register
+def test_l2norm_registered_under_the_cpp_creator_name_with_the_op_attributes(trt_and_trtp: Any) -> None:
+    _, trtp = trt_and_trtp
+    definition = trtp._lib.QDP_REGISTRY[ID]  # what the real trtp.register recorded after validating our function
+    assert definition.input_tensor_names == list(SPEC.inputs) == ["x"]
+    assert list(definition.input_attrs) == [a.name for a in SPEC.attrs] == ["axis", "eps"]
+    assert definition.input_attrs == {"axis": int, "eps": float}
+    assert definition.impl_attr_names == definition.autotune_attr_names == ["axis", "eps"]
+    assert ID in python_plugins.register_python_plugins()  # idempotent: no second register (it would raise)
 
 
-def test_output_shape_and_dtype_come_from_the_op_definition(fake_trtp: Any) -> None:
-    python_plugins.register_python_plugins()
-    plugin = fake_trtp.REGISTRY["torchtrt_ext::L2Norm"]
-    n, h, w = fake_trtp.Sym("N"), fake_trtp.Sym("H"), fake_trtp.Sym("W") * 2
-    for dtype in (fake_trtp.DataType.FLOAT, fake_trtp.DataType.HALF, fake_trtp.DataType.BF16):
-        out = plugin.descs([fake_trtp.TensorDesc((n, 64, h, w), dtype)], {"axis": -3, "eps": 1e-6})
-        assert out.shape_expr == (n, 64, h, w) and out.dtype == dtype
+def test_output_types_and_shapes_come_from_the_op_definition(trt_and_trtp: Any,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    trt, trtp = trt_and_trtp
+    for dtype in (trt.DataType.FLOAT, trt.DataType.HALF, trt.DataType.BF16):
+        plugin = real_trtp.create_plugin(trt, trtp, ID, {"axis": -3, "eps": 1e-6})
+        assert plugin.get_output_data_types([dtype], [4]) == [dtype]  # fake shape expressions
+        (dims,) = real_trtp.output_shapes(trt, plugin, [("N", 64, "H", "W")], monkeypatch)
+        assert [str(d) for d in dims] == ["N", "64", "H", "W"]
+    plugin = real_trtp.create_plugin(trt, trtp, ID, {"axis": 4, "eps": 1e-6})
     with pytest.raises(InvalidAttributeError, match="dim=4 is out of range for a rank-4 input"):
-        plugin.descs([fake_trtp.TensorDesc((n, 64, h, w), fake_trtp.DataType.FLOAT)], {"axis": 4, "eps": 1e-6})
+        plugin.get_output_data_types([trt.DataType.FLOAT], [4])
 
 
-def test_autotune_offers_linear_float32_float16_bfloat16_only(fake_trtp: Any) -> None:
-    python_plugins.register_python_plugins()
-    plugin = fake_trtp.REGISTRY["torchtrt_ext::L2Norm"]
-    x = fake_trtp.TensorDesc((2, 8, 4), fake_trtp.DataType.FLOAT)
-    combos = plugin.combinations([x], {"axis": 1, "eps": 1e-6}, (fake_trtp.TensorDesc((2, 8, 4)),))
-    assert [(c.io_types, c.layouts) for c in combos] == [
-        (["FP32", "FP32"], ["LINEAR"]), (["FP16", "FP16"], ["LINEAR"]), (["BF16", "BF16"], ["LINEAR"])]
+def test_autotune_offers_linear_float32_float16_bfloat16_only(trt_and_trtp: Any,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    trt, trtp = trt_and_trtp
+    plugin = real_trtp.create_plugin(trt, trtp, ID, {"axis": 1, "eps": 1e-6})
+    plugin.get_output_data_types([trt.DataType.FLOAT], [3])
+    real_trtp.output_shapes(trt, plugin, [(2, 8, 4)], monkeypatch)
+    in_out = [real_trtp.tensor_desc(trt, (2, 8, 4), trt.DataType.FLOAT)] * 2
+    combos = plugin.get_supported_format_combinations(in_out, 1)
+    pairs = [(combos[i].type, combos[i + 1].type) for i in range(0, len(combos), 2)]
+    assert pairs == [(trt.DataType.FLOAT,) * 2, (trt.DataType.HALF,) * 2, (trt.DataType.BF16,) * 2]
+    assert {c.format for c in combos} == {trt.TensorFormat.LINEAR}
+
+
+def test_enqueue_hands_the_kernel_canonical_attributes_and_the_stream(trt_and_trtp: Any,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real plugin's enqueue -> our impl -> a recording stand-in for the kernel launcher (CPU machine)."""
+    from torchtrt_ext.ops import _l2norm_cuda
+
+    trt, trtp = trt_and_trtp
+    calls: list[tuple[Any, ...]] = []
+    launched: dict[torch.dtype, Any] = {}
+
+    def launcher(dtype: torch.dtype) -> Any:
+        launched[dtype] = True
+        return lambda *args: calls.append(args) or 0  # status 0: cudaSuccess
+
+    monkeypatch.setattr(_l2norm_cuda, "_launcher", launcher)
+    plugin = real_trtp.create_plugin(trt, trtp, ID, {"axis": -3, "eps": 1e-6})
+    plugin.get_output_data_types([trt.DataType.HALF], [4])
+    real_trtp.enqueue(trt, plugin, [((3, 40, 7, 5), trt.DataType.HALF, 0x1000)],
+                      [((3, 40, 7, 5), trt.DataType.HALF, 0x2000)], stream=0x77)
+    assert list(launched) == [torch.float16]
+    assert calls == [(0x1000, 0x2000, 3, 40, 35, pytest.approx(1e-6), 0x77)]  # axis -3 -> 1: outer 3, inner 7*5
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
-def test_impl_runs_the_kernel_on_the_given_stream(fake_trtp: Any, dtype: torch.dtype) -> None:
-    """The impl on real device buffers (as TensorRT would hand them) against ops.l2norm."""
-    python_plugins.register_python_plugins()
-    plugin = fake_trtp.REGISTRY["torchtrt_ext::L2Norm"]
-    trt_type = {torch.float32: fake_trtp.DataType.FLOAT, torch.float16: fake_trtp.DataType.HALF,
-                torch.bfloat16: fake_trtp.DataType.BF16}[dtype]
+def test_enqueue_runs_the_kernel_on_the_given_stream(trt_and_trtp: Any, dtype: torch.dtype) -> None:
+    """The real plugin's enqueue on device buffers against ops.l2norm."""
+    trt, trtp = trt_and_trtp
+    trt_type = {torch.float32: trt.DataType.FLOAT, torch.float16: trt.DataType.HALF,
+                torch.bfloat16: trt.DataType.BF16}[dtype]
+    plugin = real_trtp.create_plugin(trt, trtp, ID, {"axis": -3, "eps": 1e-6})
+    plugin.get_output_data_types([trt_type], [4])
     x = torch.randn(3, 40, 7, 5, device="cuda", dtype=dtype)
     y = torch.full_like(x, float("nan"))
     stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        plugin.run([fake_trtp.Tensor(x.data_ptr(), x.shape, trt_type)], {"axis": -3, "eps": 1e-6},
-                   (fake_trtp.Tensor(y.data_ptr(), y.shape, trt_type),), stream=stream.cuda_stream)
+    real_trtp.enqueue(trt, plugin, [(tuple(x.shape), trt_type, x.data_ptr())], [(tuple(y.shape), trt_type,
+                                                                                y.data_ptr())], stream.cuda_stream)
     stream.synchronize()
     expected = l2norm(x.cpu(), dim=1, eps=1e-6).float()
     tol = {torch.float32: 1e-5, torch.float16: 1e-3, torch.bfloat16: 1e-2}[dtype]

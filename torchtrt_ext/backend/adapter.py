@@ -9,10 +9,13 @@ handled here only:
   ``apply_precision``; pinning layers with ``layer.precision`` is deprecated since 10.12 and misses the extra layers the
   parser names ``<node>_<n>``). Detected by feature (``BuilderFlag.FP16`` exists), never by version string;
 - CUDA stream capture: TensorRT-RTX needs engines built with ``REQUIRE_USER_ALLOCATION`` (``capture_flags``);
-- plugins: TensorRT-RTX aborts the whole process when an ONNX node maps to a plugin, so it is marked
-  ``supports_plugins=False`` and the builder refuses such graphs before parsing (see ``backend.plugins``);
-- serializing a plugin library into the plan (``plugins_to_serialize``) and letting a runtime deserialize host code
-  (``engine_host_code_allowed``), present on both as attributes, absent on older releases.
+- plugins: TensorRT-RTX's ONNX parser imports C++ IPluginV3 plugins only (creators must be ``IPluginCreatorV3One``;
+  the ``tensorrt.plugin`` Python creators are refused, ``supports_python_plugins``), and on its first plugin node it
+  dlopens ``libtensorrt_rtx.so``, a name the pip wheel lacks: ``load_plugin_library`` makes that name resolve first
+  (``backend.rtx_alias``);
+- serializing a plugin library into the plan (``plugins_to_serialize``; TensorRT 10 also needs a version-compatible
+  engine, TensorRT-RTX refuses one) and letting a runtime deserialize host code (``engine_host_code_allowed``),
+  present on both as attributes, absent on older releases.
 
 Everything else in ``torchtrt_ext`` calls TensorRT through a ``TRTApi`` object returned by ``load_backend``.
 """
@@ -22,11 +25,13 @@ import dataclasses
 import functools
 import importlib
 import logging
+import os
 import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from torchtrt_ext.backend.rtx_alias import ensure_rtx_linker_name
 from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, MissingDependencyError, failure
 
 if TYPE_CHECKING:  # the tensorrt-stubs package describes both APIs well enough for mypy
@@ -39,6 +44,7 @@ _MODULES = {"tensorrt": "tensorrt", "tensorrt_rtx": "tensorrt_rtx"}
 _EXTRAS = {"tensorrt": "trt", "tensorrt_rtx": "rtx"}
 _PACKAGES = {"tensorrt": "tensorrt>=10.6", "tensorrt_rtx": "tensorrt-rtx-cu13>=1.7"}
 _TRACE = 5  # TensorRT VERBOSE messages go to this Python level (below DEBUG)
+_LOADED_LIBRARIES: set[tuple[str, str]] = set()  # (backend, real path) of the plugin libraries in a registry
 
 
 def install_hint(backend: str) -> str:
@@ -69,8 +75,9 @@ class TRTApi:
         return self.name == "tensorrt_rtx"
 
     @property
-    def supports_plugins(self) -> bool:
-        """False where a plugin node aborts the process (TensorRT-RTX): such graphs must never reach the parser."""
+    def supports_python_plugins(self) -> bool:
+        """False on TensorRT-RTX: its ONNX parser refuses plugins whose creator is not an IPluginCreatorV3One, which
+        is what ``tensorrt.plugin`` registers."""
         return not self.is_rtx
 
     @property
@@ -92,11 +99,13 @@ class TRTApi:
         return [flag] if self.is_rtx and flag is not None else []
 
     def can_embed_plugins(self) -> bool:
-        return self.supports_plugins and hasattr(self.trt.IBuilderConfig, "plugins_to_serialize")
+        """True where a plugin library can be serialized into the plan (``plugins_to_serialize`` exists)."""
+        return hasattr(self.trt.IBuilderConfig, "plugins_to_serialize")
 
     def set_plugins_to_serialize(self, config: trt_t.IBuilderConfig, paths: list[str]) -> None:
-        """Serialize the plugin libraries into the plan (needs a version-compatible engine on TensorRT 10)."""
-        if hasattr(self.trt.BuilderFlag, "VERSION_COMPATIBLE"):
+        """Serialize the plugin libraries into the plan. TensorRT 10 wants a version-compatible engine for that;
+        TensorRT-RTX embeds without it and fails with it ("Unable to load library: libnvinfer_lean.so.1")."""
+        if not self.is_rtx and hasattr(self.trt.BuilderFlag, "VERSION_COMPATIBLE"):
             config.set_flag(self.trt.BuilderFlag.VERSION_COMPATIBLE)
         config.plugins_to_serialize = paths
 
@@ -106,24 +115,26 @@ class TRTApi:
             runtime.engine_host_code_allowed = True
 
     def load_plugin_library(self, path: str) -> None:
-        """Load a plugin library into the registry; LibraryNotFoundError when TensorRT cannot load it."""
-        if not self.supports_plugins:
-            raise InvalidInputError(failure(
-                f"refusing to load plugin library {path} into {self.name}",
-                "plugins only with backend='tensorrt' (TensorRT-RTX aborts the process on plugin nodes)",
-                "use plugins='decompose' with tensorrt_rtx"))
+        """Load a plugin library into the registry (on TensorRT-RTX after ``rtx_alias``); LibraryNotFoundError when
+        TensorRT cannot load it. Loading the same file again is a no-op: the registry refuses a second load."""
+        key = (self.name, os.path.realpath(path))
+        if key in _LOADED_LIBRARIES:
+            return
+        if self.is_rtx:
+            ensure_rtx_linker_name()  # else RTX's parser ends the process on the first plugin node
         registry = self.trt.get_plugin_registry()
-        if registry.load_library(path) is None:  # the binding returns None on failure; it does not raise
+        if registry.load_library(path) is None:  # the binding returns None on failure (a second load too)
             raise LibraryNotFoundError(failure(
                 f"{self.name} {self.version} could not load the plugin library {path}",
                 "a plugin library built for this TensorRT whose dependencies (e.g. libcudart.so.13) the loader finds",
                 f"read TensorRT's error in the log 'torchtrt_ext.backend'; check `ldd {path}`; rebuild it here "
                 "(pip install -e .)"))
+        _LOADED_LIBRARIES.add(key)
 
     @property
     def has_tensorrt_plugins(self) -> bool:
         """Whether TensorRT's own plugin library (libnvinfer_plugin: EfficientNMS_TRT, ...) can be registered."""
-        return self.supports_plugins and hasattr(self.trt, "init_libnvinfer_plugins")
+        return not self.is_rtx and hasattr(self.trt, "init_libnvinfer_plugins")  # RTX imports no V2 plugins
 
     def init_tensorrt_plugins(self) -> None:
         """Register TensorRT's own plugin creators (namespace "") in the plugin registry."""

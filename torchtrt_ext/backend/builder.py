@@ -4,7 +4,7 @@ The steps compose, each a small function (in the manner of Polygraphy's loaders)
 
 1. ``plan_build``: load the backend and the model, resolve the plugin plan (raising before any parsing when it cannot
    work), the profiles and the settings: everything the engine cache keys on, cheap;
-2. ``graph_for_build``: precision transform -> decompose / complete inputs as planned -> plugin-free guard;
+2. ``graph_for_build``: precision transform -> decompose / complete inputs as planned;
 3. ``network_from_onnx``: load the planned plugins and parse (the doctor reuses this step);
 4. ``configure``: workspace, precision flags, profiles, timing cache, progress, embedded plugins;
 5. ``engine_from_network``: build and serialize; ``build_from_plan`` chains 2-5 into an ``Engine`` with metadata.
@@ -18,6 +18,7 @@ import dataclasses
 import logging
 import os
 import time
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
@@ -28,7 +29,7 @@ import torch
 from torchtrt_ext.backend.adapter import TRTApi, load_backend
 from torchtrt_ext.backend.engine import TRT_DTYPE_NAMES, Engine, EngineMetadata, TensorInfo, atomic_write
 from torchtrt_ext.backend.plugin_plan import PluginPlan
-from torchtrt_ext.backend.plugins import assert_plugin_free, load_plugins, prepare_graph, resolve_plugin_plan
+from torchtrt_ext.backend.plugins import load_plugins, prepare_graph, resolve_plugin_plan
 from torchtrt_ext.passes.precision import PrecisionResult, apply_precision, check_precision
 from torchtrt_ext.backend.profiles import (
     DEFAULT_MAX_BATCH,
@@ -138,12 +139,13 @@ def plan_build(onnx_model_or_path: OnnxSource, *, backend: str = "tensorrt", pre
     api = load_backend(backend)
     model = load_onnx(onnx_model_or_path)
     check_precision(precision)
-    plan = resolve_plugin_plan(plugins, api, model)  # raises for cpp/python on tensorrt_rtx, before any parsing
+    plan = resolve_plugin_plan(plugins, api, model)  # raises before any parsing when the plan cannot work
     if embed_plugins and not (plan.mode == "cpp" and api.can_embed_plugins()):
         raise InvalidInputError(failure(
             f"embed_plugins=True with plugin mode {plan.mode!r} on {api.name}",
-            "the C++ plugin library (plugins='cpp' or 'auto' with the library built) on backend='tensorrt'",
-            "drop embed_plugins, or build the plugin library and use backend='tensorrt'"))
+            "the C++ plugin library (plugins='cpp' or 'auto' with the library built) on a TensorRT with "
+            "IBuilderConfig.plugins_to_serialize",
+            "drop embed_plugins, or build the plugin library and pass plugins='cpp'"))
     # graph inputs keep their names and exported types through precision and decomposition
     full_profiles = profiles_for_graph(graph_inputs(model), normalize_profiles(profiles), max_batch=max_batch)
     settings = build_settings(backend=backend, precision=precision, workspace=workspace, plugins=plan.mode,
@@ -152,12 +154,10 @@ def plan_build(onnx_model_or_path: OnnxSource, *, backend: str = "tensorrt", pre
 
 
 def graph_for_build(build: BuildPlan) -> PrecisionResult:
-    """Step 2: the graph TensorRT parses: typed for the precision, then decomposed / completed as planned, then
-    checked plugin-free where the backend aborts on plugins."""
+    """Step 2: the graph TensorRT parses: typed for the precision, then decomposed / completed as planned."""
     # precision first: custom nodes are opaque to it and keep FP32 math, also once decomposed
     typed = apply_precision(build.model, build.precision)
     typed = dataclasses.replace(typed, model=prepare_graph(typed.model, build.plan))
-    assert_plugin_free(typed.model, build.api)  # the last line: nothing non-standard reaches tensorrt_rtx
     return typed
 
 
@@ -166,14 +166,13 @@ def build_from_plan(build: BuildPlan, *, timing_cache: str | os.PathLike[str] | 
     """Steps 2-5: the engine of a ``BuildPlan``, with its metadata (the plan recorded per op)."""
     api, plan = build.api, build.plan
     typed = graph_for_build(build)
-    records: list[tuple[str, str]] = []
-    logger = api.make_logger(records)
-    builder, network = network_from_onnx(api, typed.model, plan, logger)
-    config = configure(api, builder, network, typed, build.profiles, plan, workspace=build.workspace,
-                       timing_cache=timing_cache, progress=progress, embed=build.embed_plugins)
-    plan_bytes = engine_from_network(api, builder, network, config, records, timing_cache=timing_cache)
-    inputs = tuple(_info(network.get_input(i)) for i in range(network.num_inputs))
-    outputs = tuple(_info(network.get_output(i)) for i in range(network.num_outputs))
+    try:
+        plan_bytes, inputs, outputs = _steps_3_to_5(build, typed, timing_cache=timing_cache, progress=progress)
+    except BuildError as exc:
+        # Free the builder, network and parser now: a traceback kept by the caller would free them later, possibly
+        # inside another build's logger callback, where TensorRT-RTX's destructor waits on a lock that build holds.
+        traceback.clear_frames(exc.__traceback__)
+        raise
     gpu_name, cc = current_gpu()
     from torchtrt_ext import __version__ as ours
     metadata = EngineMetadata(
@@ -182,6 +181,21 @@ def build_from_plan(build: BuildPlan, *, timing_cache: str | os.PathLike[str] | 
         plugin_mode=plan.mode, plugin_ops=plan.ops, plugin_library_sha256=plan.library_sha256,
         plugins_embedded=build.embed_plugins, output_tree=output_tree, torchtrt_ext_version=ours)
     return Engine(plan_bytes, metadata)
+
+
+def _steps_3_to_5(build: BuildPlan, typed: PrecisionResult, *, timing_cache: str | os.PathLike[str] | None,
+                  progress: bool) -> tuple[bytes, tuple[TensorInfo, ...], tuple[TensorInfo, ...]]:
+    """Parse, configure and build: the serialized plan with the network's inputs and outputs."""
+    api, plan = build.api, build.plan
+    records: list[tuple[str, str]] = []
+    logger = api.make_logger(records)
+    builder, network = network_from_onnx(api, typed.model, plan, logger, records)
+    config = configure(api, builder, network, typed, build.profiles, plan, workspace=build.workspace,
+                       timing_cache=timing_cache, progress=progress, embed=build.embed_plugins)
+    plan_bytes = engine_from_network(api, builder, network, config, records, timing_cache=timing_cache)
+    inputs = tuple(_info(network.get_input(i)) for i in range(network.num_inputs))
+    outputs = tuple(_info(network.get_output(i)) for i in range(network.num_outputs))
+    return plan_bytes, inputs, outputs
 
 
 def build_engine(onnx_model_or_path: OnnxSource, *, backend: str = "tensorrt", precision: str = "fp32",
@@ -232,11 +246,12 @@ def parser_errors(parser: trt_t.OnnxParser, model: onnx.ModelProto) -> list[Pars
     return errors
 
 
-def network_from_onnx(api: TRTApi, model: onnx.ModelProto, plan: PluginPlan, logger: trt_t.ILogger
-                      ) -> tuple[trt_t.Builder, trt_t.INetworkDefinition]:
+def network_from_onnx(api: TRTApi, model: onnx.ModelProto, plan: PluginPlan, logger: trt_t.ILogger,
+                      records: list[tuple[str, str]] | None = None) -> tuple[trt_t.Builder, trt_t.INetworkDefinition]:
     """Step 3: load the plan's plugins and parse ``model`` into a (strongly typed where weak typing is gone) network.
 
-    Raises OnnxParseError (a BuildError) listing the failing nodes when the parser rejects the graph.
+    Raises OnnxParseError (a BuildError) listing the failing nodes when the parser rejects the graph, with the
+    logger's ``records`` (a plugin's own messages among them) when given.
     """
     load_plugins(api, plan)
     builder: trt_t.Builder = api.trt.Builder(logger)
@@ -246,8 +261,9 @@ def network_from_onnx(api: TRTApi, model: onnx.ModelProto, plan: PluginPlan, log
         return builder, network
     errors = parser_errors(parser, model)
     listed = "\n".join(f"  - node {e.node} ({e.op_type}): {e.desc}" for e in errors)
+    said = f"\nTensorRT said:\n{_said(records)}" if records is not None else ""
     raise OnnxParseError(f"{api.name} {api.version} could not parse the ONNX graph; failing nodes:\n"
-                         f"{listed or _NO_FAILING_NODE}",
+                         f"{listed or _NO_FAILING_NODE}{said}",
                          expected="nodes TensorRT's ONNX parser supports, or plugin nodes whose plugin is loaded",
                          remedy=_PARSER_REMEDY, nodes=tuple(errors))
 
@@ -300,8 +316,7 @@ def engine_from_network(api: TRTApi, builder: trt_t.Builder, network: trt_t.INet
     started = time.monotonic()
     serialized = builder.build_serialized_network(network, config)
     if serialized is None:
-        messages = "\n".join(f"  {level}: {msg}" for level, msg in records[-15:]) or "  (no message)"
-        raise BuildError(f"{api.name} {api.version} failed to build the engine. TensorRT said:\n{messages}",
+        raise BuildError(f"{api.name} {api.version} failed to build the engine. TensorRT said:\n{_said(records)}",
                          expected="a network TensorRT can implement with the given precision and profiles",
                          remedy=_BUILD_REMEDY)
     plan_bytes = bytes(serialized)
@@ -310,6 +325,11 @@ def engine_from_network(api: TRTApi, builder: trt_t.Builder, network: trt_t.INet
     if cache_path is not None:
         atomic_write(cache_path, bytes(config.get_timing_cache().serialize()))
     return plan_bytes
+
+
+def _said(records: list[tuple[str, str]]) -> str:
+    """The last TensorRT errors and warnings, one indented line each (a plugin's own messages among them)."""
+    return "\n".join(f"  {level}: {msg}" for level, msg in records[-15:]) or "  (no message)"
 
 
 def _info(tensor: trt_t.ITensor) -> TensorInfo:

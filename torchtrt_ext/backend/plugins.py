@@ -6,19 +6,21 @@ picks the route of our own ops:
 - ``"cpp"``: load ``libtorchtrt_ext_plugins.so`` into TensorRT's plugin registry (IPluginV3 creators);
 - ``"python"``: register the same ops as TensorRT Python plugins (``backend/python_plugins.py``);
 - ``"decompose"``: replace every torchtrt_ext node by standard ONNX ops (no plugin needed, slower);
-- ``"auto"``: C++ when the library is built, else Python; on TensorRT-RTX always ``"decompose"`` (logged).
+- ``"auto"``: the Python plugins if this process registered them already, else C++ when the library is built, else
+  Python; on TensorRT-RTX (C++ plugins only) C++ when the library is built, else ``"decompose"`` (logged). One process
+  holds one of the two (see ``load_plugins``).
 
 An op bound to a plugin TensorRT itself provides (``provider="tensorrt"``, e.g. ``EfficientNMS_TRT``) takes TensorRT's
 plugin library (route ``"tensorrt"``) unless ``plugins="decompose"``; ``"auto"`` decomposes it where that library is
-missing. TensorRT-RTX aborts the whole process when a node maps to any plugin, so with that backend ``"cpp"`` and
-``"python"`` raise before the parser sees the graph, and ``assert_plugin_free`` refuses, as a last line, any graph
-with a node outside the standard ONNX operator set.
+missing. TensorRT-RTX's ONNX parser imports only plugins whose creator is an ``IPluginCreatorV3One`` (our C++ library),
+not the ``tensorrt.plugin`` Python creators, so with that backend ``"python"`` raises before the parser sees the graph.
 """
 from __future__ import annotations
 
 import functools
 import hashlib
 import logging
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Callable
 
@@ -38,7 +40,7 @@ from torchtrt_ext.errors import (
 )
 from torchtrt_ext.ops._spec import DOMAIN, PROVIDER_OURS, PROVIDER_TENSORRT, PluginRef, registered_ops
 from torchtrt_ext.passes import complete_optional_inputs, decompose_custom_ops
-from torchtrt_ext.passes.onnx_util import custom_nodes, node_attr, non_standard_nodes
+from torchtrt_ext.passes.onnx_util import custom_nodes, node_attr
 
 log = logging.getLogger("torchtrt_ext.backend")
 
@@ -61,21 +63,6 @@ def plugin_refs(model: onnx.ModelProto) -> tuple[PluginRef, ...]:
 def plugin_ops(model: onnx.ModelProto) -> tuple[tuple[str, str, str], ...]:
     """(op_type, plugin_version, plugin_namespace) for each distinct custom op in the model, sorted."""
     return tuple((r.name, r.version, r.namespace) for r in plugin_refs(model))
-
-
-def assert_plugin_free(model: onnx.ModelProto, api: TRTApi) -> None:
-    """Last line of defence: on a backend that aborts on plugin nodes, refuse any graph that could contain one."""
-    if api.supports_plugins:
-        return
-    bad = non_standard_nodes(model)
-    if bad:
-        listed = "; ".join(f"{n.name or '<unnamed>'} ({n.domain or 'ai.onnx'}::{n.op_type})" for n in bad[:20])
-        more = f" and {len(bad) - 20} more" if len(bad) > 20 else ""
-        raise BuildError(failure(
-            f"refusing to give {api.name} a graph with {len(bad)} non-standard node(s): {listed}{more}",
-            f"only standard ONNX operators, because {api.name} aborts the whole process when a node maps to a plugin",
-            "build with plugins='decompose' (torchtrt_ext nodes are then replaced by standard ops), replace other "
-            "custom nodes at export, or use backend='tensorrt' with the plugin library"))
 
 
 def _names(refs: tuple[PluginRef, ...]) -> str:
@@ -108,13 +95,16 @@ class _NoPlugins(Exception):
 def auto_route(ref: PluginRef, api: TRTApi | None, backend: str) -> tuple[str | None, str]:
     """The plugin route ``plugins="auto"`` gives the op ``ref`` on ``backend`` (``api``: its loaded TensorRT, None
     where it is not installed): (route, how), or (None, why no plugin serves it). What the doctor reports."""
-    if not (api.supports_plugins if api is not None else backend != "tensorrt_rtx"):
-        return None, (f"{backend} aborts the process on any plugin node, so torchtrt_ext never gives it one; "
-                      "use backend='tensorrt' with the plugin library")
     if ref.provider == PROVIDER_TENSORRT:
         if api is not None and api.has_tensorrt_plugins:
             return "tensorrt", f"TensorRT's own plugin library ({api.name} {api.version})"
         return None, f"TensorRT's own plugin library (libnvinfer_plugin), which {backend} does not provide here"
+    if backend == "tensorrt_rtx":
+        try:
+            return "cpp", f"C++ plugin library {_native.plugin_library_path()}"
+        except LibraryNotFoundError as exc:
+            return None, (f"build the C++ plugin library ({exc.remedy or exc}); TensorRT-RTX does not take the "
+                          "Python plugins (it imports IPluginCreatorV3One creators only)")
     try:
         route, _, how = _our_plugins()
     except _NoPlugins as exc:
@@ -131,6 +121,19 @@ def _our_route(requested: str, api: TRTApi, refs: tuple[PluginRef, ...]) -> tupl
         return "cpp", _native.plugin_library_path()  # LibraryNotFoundError carries the build remedy
     if requested == "python":
         _register_python_once()  # raises with the reason when unavailable (no tensorrt.plugin, ...)
+        return "python", None
+    if not api.supports_python_plugins:  # auto on TensorRT-RTX: C++ or nothing
+        try:
+            cpp_library = _native.plugin_library_path()
+        except LibraryNotFoundError as exc:
+            log.info("plugins='auto' on %s: C++ plugin library not built, using 'decompose' for %s (%s)", api.name,
+                     _names(refs), exc)
+            return "decompose", None
+        log.info("plugins='auto': using the C++ plugin library %s for %s", cpp_library, _names(refs))
+        return "cpp", cpp_library
+    if registered_plugin_mode(api, refs) == "python":
+        log.info("plugins='auto': the Python plugins are registered in this process already; using them for %s",
+                 _names(refs))
         return "python", None
     try:
         route, library, _ = _our_plugins()
@@ -168,18 +171,12 @@ def resolve_plugin_plan(requested: str, api: TRTApi, model: onnx.ModelProto) -> 
         raise InvalidInputError(failure(f"plugins={requested!r} is not a plugin mode", f"one of {PLUGIN_MODES}",
                                         "pass plugins='auto'"))
     refs = plugin_refs(model)
-    if not api.supports_plugins:
-        if requested in ("cpp", "python"):
-            raise BuildError(failure(
-                f"plugins={requested!r} cannot be used with backend={api.name!r}",
-                f"plugins='decompose' or 'auto' on {api.name}: it aborts the whole process when a graph contains "
-                "any plugin node",
-                "pass plugins='decompose' (or 'auto', which decomposes on tensorrt_rtx), or backend='tensorrt' for "
-                "the plugin path"))
-        if requested == "auto" and refs:
-            log.info("plugins='auto' on %s: using 'decompose' (custom nodes become standard ONNX ops; TensorRT-RTX "
-                     "cannot take plugin nodes)", api.name)
-        requested = "decompose"
+    if requested == "python" and not api.supports_python_plugins:
+        raise BuildError(failure(
+            f"plugins='python' cannot be used with backend={api.name!r}",
+            f"C++ plugins on {api.name}: its ONNX parser imports IPluginV3 plugins registered with an "
+            "IPluginCreatorV3One creator only, and tensorrt.plugin registers another kind",
+            "pass plugins='cpp' (build libtorchtrt_ext_plugins.so: pip install -e .), 'auto' or 'decompose'"))
     if not refs:
         return PluginPlan("none")
     ours = tuple(r for r in refs if r.provider == PROVIDER_OURS)
@@ -238,14 +235,43 @@ def prepare_graph(model: onnx.ModelProto, plan: PluginPlan) -> onnx.ModelProto:
 
 
 def load_plugins(api: TRTApi, plan: PluginPlan) -> None:
-    """Make the plan's plugins visible to ``api``'s registry (once per process)."""
+    """Make the plan's plugins visible to ``api``'s registry (once per process).
+
+    Refused when the other route registered our ops in this process already: the registry keeps the first creator of
+    a name, so TensorRT would silently run the other plugin (after the C++ library, the Python plugins' registration is
+    ignored) or loading fails (after the Python plugins, ``load_library`` returns None), and the engine's metadata
+    would name the wrong mode.
+    """
     routes = {op.route for op in plan.ops}
+    for route in routes & {"cpp", "python"}:
+        refs = [op.plugin for op in plan.ops if op.route == route]
+        registered = registered_plugin_mode(api, refs)
+        if registered not in (None, route):
+            raise BuildError(failure(
+                f"plugins={route!r}, but the {registered} plugins already registered {_names(tuple(refs))} in this "
+                f"process's {api.name} plugin registry, which keeps the first creator of a name",
+                "one plugin mode per process (the C++ library and the Python plugins register the same names)",
+                f"use plugins={registered!r} (or 'auto', which takes the registered one) here, or run the "
+                f"{route!r} build in a fresh process"))
     if plan.library is not None and "cpp" in routes:
         _load_library_once(api, str(plan.library))
     if "python" in routes:
         _register_python_once()
     if "tensorrt" in routes:
         _init_tensorrt_plugins_once(api)
+
+
+def registered_plugin_mode(api: TRTApi, refs: Iterable[PluginRef]) -> str | None:
+    """Which plugins ``api``'s registry answers the ops with: "python" (tensorrt.plugin creators), "cpp", or None."""
+    get_registry = getattr(api.trt, "get_plugin_registry", None)
+    if get_registry is None:
+        return None
+    quick = getattr(api.trt, "IPluginCreatorV3Quick", None)  # the base class of tensorrt.plugin's creators
+    for ref in refs:
+        creator = get_registry().get_creator(ref.name, ref.version, ref.namespace)
+        if creator is not None:
+            return "python" if quick is not None and isinstance(creator, quick) else "cpp"
+    return None
 
 
 def python_plugins_entry() -> Callable[[], Any]:

@@ -36,15 +36,24 @@ from torchtrt_ext.ops import PROVIDER_OURS, Buffer, OpSpec, registered_ops
 _AUTOTUNE_NAMES = {torch.float32: "FP32", torch.float16: "FP16", torch.bfloat16: "BF16"}
 _INSTALL_HINT = "pip install 'torchtrt_ext[trt]' (TensorRT >= 10.6), or use plugins='cpp' / plugins='decompose'"
 
+
 def _is_empty(shape: Sequence[Any]) -> bool:
-    """A placeholder of complete_optional_inputs: one dimension of constant size 0 (an int, or a shape expression
-    of tensorrt.plugin that says it is the constant 0)."""
+    """A placeholder of complete_optional_inputs: one dimension of constant size 0 (an int, or a tensorrt.plugin
+    ``ShapeExpr`` that is the constant 0; ``is_constant`` is a property, ``constant_value`` a method).
+
+    While TensorRT infers output types it passes fake ``ShapeExpr``s, whose values cannot be read (``is_fake``; their
+    ``is_constant`` raises). There every rank-1 input counts as a placeholder: placeholders are rank 1, and an output's
+    type does not depend on a real rank-1 optional input (DeformConv2d's bias) whose presence is checked, like every
+    shape, when TensorRT asks for the output shapes with real expressions.
+    """
     if len(shape) != 1:
         return False
     dim = shape[0]
     if isinstance(dim, int):
         return dim == 0
-    return bool(getattr(dim, "is_constant", False)) and getattr(dim, "constant_value", None) == 0
+    if dim.is_fake:
+        return True
+    return bool(dim.is_constant) and dim.constant_value() == 0
 
 
 def _present(spec: OpSpec, tensors: Sequence[Any], shapes: Sequence[Sequence[Any]] | None = None) -> list[Any]:

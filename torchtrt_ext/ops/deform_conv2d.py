@@ -135,9 +135,10 @@ def _cuda(input: torch.Tensor, offset: torch.Tensor, weight: torch.Tensor, bias:
 
 # ------------------------------------------------------------------------------------------ shapes and checks
 def output_size(h: Any, w: Any, kernel: tuple[Any, Any], stride: tuple, padding: tuple, dilation: tuple) -> tuple:
-    """(H_out, W_out) of the convolution; arithmetic only, so the dims may be symbolic."""
-    ho = (h + 2 * padding[0] - dilation[0] * (kernel[0] - 1) - 1) // stride[0] + 1
-    wo = (w + 2 * padding[1] - dilation[1] * (kernel[1] - 1) - 1) // stride[1] + 1
+    """(H_out, W_out) of the convolution; arithmetic only, so the dims may be symbolic. A symbolic dim is always the
+    left operand: tensorrt.plugin's ShapeExpr has ``+ - * //`` but no reflected operators (``2 * dim`` fails)."""
+    ho = (h + 2 * padding[0] - (kernel[0] - 1) * dilation[0] - 1) // stride[0] + 1
+    wo = (w + 2 * padding[1] - (kernel[1] - 1) * dilation[1] - 1) // stride[1] + 1
     return ho, wo
 
 
@@ -191,9 +192,8 @@ def _prepare(shapes: list[tuple], dtypes: list[torch.dtype], stride: tuple, padd
         raise _bad("input", f"of spatial size {h}x{w} gives an empty output ({ho}x{wo}) for kernel {kh}x{kw}, "
                    f"stride {list(stride)}, padding {list(padding)}, dilation {list(dilation)}",
                    "an output of at least 1x1", "pad the input or use a smaller kernel/dilation")
-    expected = {"offset": 2 * offset_groups * k, "mask": offset_groups * k}
     for name, shape in zip(names, shapes):
-        if name in expected:
+        if name in ("offset", "mask"):
             if _known(shape[0], n) and shape[0] != n:
                 raise _bad(name, f"has batch {shape[0]}", f"the batch of 'input' ({n})", "pass one per image")
             if _known(shape[2], shape[3], ho, wo) and (shape[2], shape[3]) != (ho, wo):

@@ -1,0 +1,63 @@
+"""scripts/build_wheel.py without building (CI builds and checks the real CUDA 13 wheel in scripts/test_wheel.sh):
+the staged pyproject of each variant, the refusal of an nvcc of the wrong CUDA major, and the check of a wheel that
+lacks the libraries."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "build_wheel.py"
+
+
+@pytest.fixture(scope="module")
+def build_wheel() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("build_wheel_under_test", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("major", [12, 13])
+def test_variant_pyproject_names_the_wheel_and_its_tensorrt(build_wheel: ModuleType, major: int) -> None:
+    staged = build_wheel._staged_pyproject((ROOT / "pyproject.toml").read_text(), major)
+    assert f'name = "torchtrt_ext-cu{major}"' in staged
+    assert f'trt = ["tensorrt-cu{major}>=10.6"]' in staged and f'rtx = ["tensorrt-rtx-cu{major}>=1.7"]' in staged
+    assert 'name = "torchtrt_ext"' not in staged
+
+
+def test_variant_pyproject_refuses_an_unexpected_layout(build_wheel: ModuleType) -> None:
+    with pytest.raises(build_wheel.WheelError, match=r"pyproject.toml has 0 lines 'name = \"torchtrt_ext\"'"):
+        build_wheel._staged_pyproject('[project]\nname = "other"\n', 13)
+
+
+def test_cuda12_with_a_cuda13_nvcc_is_refused_before_building(tmp_path: Path) -> None:
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    if not Path(nvcc).exists():
+        pytest.skip("no nvcc on this machine")
+    version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout
+    if "release 12." in version:
+        pytest.skip(f"{nvcc} is a CUDA 12 nvcc: it would build the CUDA 12 wheel")
+    result = subprocess.run([sys.executable, str(SCRIPT), "--cuda", "12", "--out", str(tmp_path)],
+                            capture_output=True, text=True, timeout=300, env={**os.environ, "TORCHTRT_EXT_NVCC": nvcc})
+    assert result.returncode == 1
+    assert "--cuda 12 needs a CUDA 12 nvcc" in result.stderr and "TORCHTRT_EXT_NVCC" in result.stderr, result.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_check_reports_a_wheel_without_libraries(build_wheel: ModuleType, tmp_path: Path) -> None:
+    wheel = tmp_path / "torchtrt_ext_cu13-0.1.0-py3-none-manylinux_2_34_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:  # a stand-in wheel: the package without its lib/ folder
+        archive.writestr("torchtrt_ext/__init__.py", "")
+    with pytest.raises(build_wheel.WheelError, match=r"lacks torchtrt_ext/lib/libtorchtrt_ext_kernels.so, .*"
+                                                     r"build_info.json"):
+        build_wheel.check(wheel)
