@@ -156,9 +156,11 @@ def main() -> int:
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, {args.dtype}; µs per call, host included: "
           f"P50 (P95) over {args.batches} batches of {args.calls} calls ({large_calls} at the large shapes), "
           "×P50 over the cheapest PyTorch spelling\n")
-    lines = table("L2Norm, dim 1", [str(s) for s in L2NORM_SMALL + L2NORM_LARGE], l2 + l2_large, spellings=2)
+    l2_shapes = L2NORM_SMALL + (L2NORM_LARGE if l2_large else [])
+    dcn_shapes = DCN_SMALL + (DCN_LARGE if dcn_large else [])
+    lines = table("L2Norm, dim 1", [str(s) for s in l2_shapes], l2 + l2_large, spellings=2)
     lines += table("DeformConv2d, 3x3, padding 1, bias and mask (N, C_in = C_out, H, W)",
-                   [str(s) for s in DCN_SMALL + DCN_LARGE], dcn + dcn_large, spellings=1)
+                   [str(s) for s in dcn_shapes], dcn + dcn_large, spellings=1)
     lines += ["### Targets", ""] + [f"- {v}" for v in verdicts(l2, l2_large, dcn, dcn_large)]
     print("\n".join(lines))
     if args.json:
