@@ -106,7 +106,7 @@ def test_tensorrt_rtx_counts_on_the_cpp_plugin_library_only(no_plugin_library):
     result = report(_with_unique_and_l2norm(), "tensorrt_rtx", checker="table")
     l2norm = next(f for f in result.findings if f.op_type == "L2Norm")
     assert l2norm.problem and "TensorRT-RTX does not take the Python plugins" in l2norm.detail
-    assert "build libtorchtrt_ext_plugins.so" in l2norm.remedies[0] and "decompose_custom_ops" in l2norm.remedies[2]
+    assert "decompose_custom_ops" in l2norm.remedies[1] and "build the C++ plugin library" in l2norm.remedies[-1]
 
 
 def test_tensorrt_rtx_with_the_plugin_library_reports_it_available(plugin_library):
@@ -208,3 +208,30 @@ def test_the_model_is_untouched_by_the_doctor():
     before = model.SerializeToString()
     report(model, "tensorrt", checker="table")
     assert model.SerializeToString() == before
+
+
+def test_a_tensorrt_without_tensorrt_plugin_is_not_reported_as_serving_the_python_plugins(no_plugin_library,
+                                                                                        monkeypatch):
+    """The doctor once saw an importable TensorRT and reported the Python plugins available without trying them: a
+    stand-in TensorRT 10.3 (a Builder, no tensorrt.plugin) must now come out as 'plugin missing', with the reason."""
+    import sys
+    import types
+
+    from torchtrt_ext.backend import adapter, plugins
+
+    old = types.ModuleType("tensorrt")
+    old.__version__ = "10.3.0"
+    old.Builder = object
+    monkeypatch.setitem(sys.modules, "tensorrt", old)
+    monkeypatch.setitem(sys.modules, "tensorrt.plugin", None)
+    monkeypatch.setattr(adapter, "backend_available", lambda name: name == "tensorrt")
+    adapter.load_backend.cache_clear()
+    plugins._register_python_once.cache_clear()
+    try:
+        result = report(_with_unique_and_l2norm(), "tensorrt", checker="table")
+    finally:
+        adapter.load_backend.cache_clear()
+        plugins._register_python_once.cache_clear()
+    l2norm = next(f for f in result.findings if f.op_type == "L2Norm")
+    assert l2norm.problem and l2norm.status == "plugin missing"
+    assert "tensorrt 10.3.0 has no tensorrt.plugin" in l2norm.detail

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from torchtrt_ext._progress import Counter
 from torchtrt_ext.errors import InvalidInputError, failure
 from torchtrt_ext.validate import as_callable, format_table
 
@@ -166,13 +167,19 @@ def _time_host(fn: Callable[[], Any], iters: int, sync: bool) -> list[float]:
     return samples
 
 
+def _chunks(iters: int, parts: int = 10) -> list[int]:
+    """``iters`` split into at most ``parts`` near-equal chunks."""
+    return [iters // parts + (1 if i < iters % parts else 0) for i in range(min(iters, parts))]
+
+
 def _batch_size(inputs: tuple[Any, ...]) -> int:
     first = next((t for t in inputs if isinstance(t, torch.Tensor)), None)
     return int(first.shape[0]) if first is not None and first.dim() > 0 else 1
 
 
 def benchmark(candidates: Mapping[str, Any], inputs: Any, *, warmup: int = 50, iters: int = 200,
-              device: Any = None, batch_size: int | None = None, group: str = "") -> BenchmarkReport:
+              device: Any = None, batch_size: int | None = None, group: str = "",
+              progress: bool = True) -> BenchmarkReport:
     """Time every candidate on ``inputs`` and return a report (rows in the order of ``candidates``).
 
     Args:
@@ -184,6 +191,7 @@ def benchmark(candidates: Mapping[str, Any], inputs: Any, *, warmup: int = 50, i
         device: "cuda[:i]" (CUDA events) or "cpu" (host timer). Default: None ("cuda" when an input is on a GPU).
         batch_size: items per run for the throughput column. Default: None (dim 0 of the first input).
         group: label put on every row (to merge several reports into one table). Default: "".
+        progress: print a run counter per candidate on stderr. Default: True.
 
     Raises:
         InvalidInputError: empty candidates, bad counts, or a CUDA device on a machine without one.
@@ -208,14 +216,17 @@ def benchmark(candidates: Mapping[str, Any], inputs: Any, *, warmup: int = 50, i
             def run(fn: Callable[..., Any] = fn) -> Any:
                 return fn(*args)
 
+            counter = Counter(f"bench {name}", warmup + iters, enabled=progress)
             with torch.no_grad():
                 for _ in range(warmup):
                     run()
+                    counter.step()
                 if mode == "cuda":
                     torch.cuda.synchronize(dev)
-                    samples = _time_cuda(run, iters, dev)
-                else:
-                    samples = _time_host(run, iters, sync)
+                samples = []
+                for chunk in _chunks(iters):  # the counter moves between chunks, never between two timing events
+                    samples += _time_cuda(run, chunk, dev) if mode == "cuda" else _time_host(run, chunk, sync)
+                    counter.step(chunk)
         except Exception as exc:  # noqa: BLE001 - a failing candidate is a row, not the end of the run
             reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
             rows.append(BenchmarkRow(name, None, None, None, None, None, None, 0, group, reason))

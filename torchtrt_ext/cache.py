@@ -26,7 +26,8 @@ from typing import Any, Union
 import onnx
 
 from torchtrt_ext.backend import builder as _builder
-from torchtrt_ext.backend.engine import Engine, EngineMetadata, atomic_write, canonical_json
+from torchtrt_ext._files import atomic_write
+from torchtrt_ext.backend.engine import Engine, EngineMetadata, canonical_json
 from torchtrt_ext.backend.profiles import DEFAULT_MAX_BATCH, ProfileSpec
 from torchtrt_ext.errors import CorruptEngineError
 
@@ -98,26 +99,36 @@ class EngineCache:
         return self.directory / f"{model_key[:32]}-{machine_key[:16]}.engine"
 
     @contextlib.contextmanager
-    def locked(self, path: Path) -> Iterator[None]:
-        """Hold an inter-process lock for ``path`` (one builder per key at a time)."""
+    def locked(self, path: Path) -> Iterator[OSError | None]:
+        """Hold an inter-process lock for ``path`` (one builder per key at a time); yields None, or, when the folder
+        cannot be written (read-only, another user's), the error that says so, and holds no lock: cached files
+        are replaced atomically, so reading one without the lock is safe."""
         self.directory.mkdir(parents=True, exist_ok=True)
         if fcntl is None:
-            yield
+            yield None
             return
-        with open(path.with_suffix(".lock"), "a+b") as handle:
+        try:
+            handle = open(path.with_suffix(".lock"), "a+b")
+        except OSError as exc:
+            yield exc
+            return
+        with handle:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
             try:
-                yield
+                yield None
             finally:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
     def load(self, path: Path, machine: dict[str, Any]) -> Engine | None:
         """The cached engine at ``path`` if it is valid and fits ``machine``; else None (after saying why)."""
-        if not path.is_file():
-            self._report_other_machines(path, machine)
-            return None
         try:
+            if not path.is_file():
+                self._report_other_machines(path, machine)
+                return None
             engine = Engine.load(path)
+        except OSError as exc:  # an unreadable folder or file: the caller builds
+            log.info("cached engine %s cannot be read (%s)", path, exc)
+            return None
         except CorruptEngineError as exc:
             log.warning("cached engine %s is corrupted (%s); deleting it and rebuilding", path, exc.what)
             with contextlib.suppress(OSError):
@@ -190,10 +201,14 @@ def cached_build_engine(onnx_model_or_path: _builder.OnnxSource, *, cache: Cache
         log.warning("engine cache folder %s is not usable (%s); continuing without caching (set %s or pass cache=)",
                     directory, exc, ENV_DIR)
         return _builder.build_from_plan(build, output_tree=output_tree, **build_options)
-    with store.locked(path):
+    with store.locked(path) as unwritable:
         engine = store.load(path, machine)
         if engine is not None:
             return engine
+        if unwritable is not None:
+            log.warning("engine cache folder %s cannot be written (%s); building without caching (set %s or pass "
+                        "cache= to use a writable folder)", directory, unwritable, ENV_DIR)
+            return _builder.build_from_plan(build, output_tree=output_tree, **build_options)
         engine = _builder.build_from_plan(build, output_tree=output_tree, **build_options)
         try:
             store.store(path, engine)

@@ -30,6 +30,8 @@ Exit codes:
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import dataclasses
 import importlib
 import importlib.util
@@ -40,15 +42,20 @@ import re
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from torchtrt_ext import __version__
+from torchtrt_ext._files import same_file, save_onnx
+from torchtrt_ext._progress import ticking
 from torchtrt_ext.backend.adapter import BACKENDS
 from torchtrt_ext.backend.engine import is_engine_file
-from torchtrt_ext.backend.plugins import PLUGIN_MODES
+from torchtrt_ext.backend.plugins import PLUGIN_MODES, recorded_ops
 from torchtrt_ext.passes.precision import PRECISIONS
 from torchtrt_ext.doctor import report as doctor
+from torchtrt_ext.compile import run_passes
+from torchtrt_ext.passes.onnx_util import read_onnx
 from torchtrt_ext.runtime import TRTModule
 from torchtrt_ext.validate import PRECISIONS as TOLERANCE_PRECISIONS
 
@@ -93,23 +100,39 @@ def remedy_for(message: str) -> str | None:
 
 
 class CliError(Exception):
-    """A failure the command reports as one line with an exit code."""
+    """A failure the command reports as one line with an exit code; its message is one sentence that ends with
+    "Remedy: ..."."""
 
     def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
         super().__init__(message)
         self.code = code
 
 
-def one_line(message: str, remedy: str | None = None) -> str:
-    """Collapse ``message`` to one line that ends with a remedy (``remedy`` replaces the message's own)."""
-    text = " ".join(part.strip() for part in str(message).splitlines() if part.strip())
-    text = re.sub(r"\s+", " ", text).strip()
-    if remedy is not None:
-        head = text.rsplit(" Remedy:", 1)[0].rstrip(" .")
-        return f"{head}. Remedy: {remedy}"
-    if "Remedy:" not in text:
-        text = text.rstrip(" .") + ". Remedy: rerun with --verbose for the details"
-    return text
+def _collapsed(text: str) -> str:
+    return re.sub(r"\s+", " ", str(text)).strip()
+
+
+def one_line(what: str, remedy: str) -> str:
+    """``what`` collapsed to one line, then ``. Remedy: <remedy>``."""
+    return f"{_collapsed(what).rstrip(' .')}. Remedy: {remedy}"
+
+
+def error_line(exc: BaseException, code: int) -> str:
+    """The one line a failed command prints for ``exc``, built from the error's fields (what failed, what was
+    expected, the remedy), never from its text: where a build or library error quotes a TensorRT message of DESIGN.md
+    §7, that message's remedy replaces the error's own; an error without a remedy gets "rerun with --verbose"."""
+    from torchtrt_ext.errors import TorchTRTExtError
+
+    if isinstance(exc, CliError):
+        return _collapsed(str(exc))  # written as one sentence ending with its remedy
+    message = str(exc) or type(exc).__name__
+    if code == EXIT_INTERNAL:
+        message = f"{type(exc).__name__}: {message}"
+    design = remedy_for(message) if code in (EXIT_BUILD, EXIT_MISSING) else None
+    if isinstance(exc, TorchTRTExtError) and exc.remedy:
+        what = f"{exc.what}. Expected: {exc.expected}" if exc.expected else exc.what
+        return one_line(what, design or exc.remedy)
+    return one_line(message, design or "rerun with --verbose for the details")
 
 
 # ------------------------------------------------------------------------------------------------ parsing helpers
@@ -155,6 +178,9 @@ def load_model(spec: str) -> Any:
             path = Path(module_name)
             if not path.is_file():
                 raise CliError(f"model file {path} does not exist. Remedy: check the path in {spec!r}")
+            folder = str(path.resolve().parent)
+            if folder not in sys.path:  # as `python file.py` does: the file imports the modules beside it
+                sys.path.insert(0, folder)
             loader = importlib.util.spec_from_file_location(path.stem, path)
             assert loader is not None and loader.loader is not None
             module = importlib.util.module_from_spec(loader)
@@ -166,6 +192,9 @@ def load_model(spec: str) -> Any:
     except CliError:
         raise
     except ImportError as exc:
+        if module_name.endswith(".py"):
+            raise CliError(f"{module_name} imports what is not installed or not on the path ({exc}). Remedy: install "
+                           "it, or add its folder to PYTHONPATH") from None
         raise CliError(f"cannot import {module_name!r} ({exc}). Remedy: run from the folder that holds it or set "
                        "PYTHONPATH; or give path/to/file.py:factory") from None
     factory = getattr(module, attr, None)
@@ -190,6 +219,35 @@ def _existing(path_text: str, what: str) -> Path:
     path = Path(path_text)
     if not path.is_file():
         raise CliError(f"{what} {path} does not exist. Remedy: check the path")
+    return path
+
+
+def _custom_nodes(model: Any) -> list[str]:
+    """The op types of the model's torchtrt_ext nodes, in graph order."""
+    from torchtrt_ext.ops import DOMAIN
+
+    return [n.op_type for n in model.graph.node if n.domain == DOMAIN]
+
+
+def _spec_file(spec: str) -> str | None:
+    """The source file of a model spec's module (after ``load_model`` imported it)."""
+    module_name = spec.rpartition(":")[0]
+    if module_name.endswith(".py"):
+        return module_name
+    return getattr(sys.modules.get(module_name), "__file__", None)
+
+
+def _output_path(text: str, *inputs: str | os.PathLike[str] | None) -> Path:
+    """The file a subcommand writes (-o): never one of its inputs, in a folder that exists."""
+    path = Path(text)
+    for source in inputs:
+        if source is not None and same_file(path, source):
+            raise CliError(f"-o {text} is this command's input {source}: writing there would destroy it. Remedy: "
+                           "give another output path")
+    folder = Path(os.path.realpath(path)).parent
+    if not folder.is_dir():
+        raise CliError(f"-o {text}: the folder {folder} does not exist. Remedy: create it first (mkdir -p {folder}) "
+                       "or check the path")
     return path
 
 
@@ -265,11 +323,17 @@ def cmd_export(args: argparse.Namespace) -> tuple[int, Any, str]:
     if not shapes:
         raise CliError("export needs --input-shape. Remedy: add --input-shape x:1x3x224x224 (one per input)")
     model = load_model(args.model)
-    examples = _examples(shapes, model, _dtype(args.dtype), "cpu")
+    output = _output_path(args.output, _spec_file(args.model))
+    dtype = _dtype(args.dtype)
+    model = model.to(dtype=dtype)  # the random inputs are of --dtype, so the weights must be too
+    examples = _examples(shapes, model, dtype, "cpu")
     started = time.monotonic()
-    onnx_model = torchtrt_ext.export_onnx(model, examples, args.output, exporter=args.exporter, opset=args.opset,
-                                          dynamic_shapes={} if args.static else None)
-    custom = [n.op_type for n in onnx_model.graph.node if n.domain == torchtrt_ext.ops.DOMAIN]
+    with ticking(f"exporting {args.model}", enabled=not args.quiet):
+        onnx_model = torchtrt_ext.export_onnx(model, examples, exporter=args.exporter, opset=args.opset,
+                                              dynamic_shapes={} if args.static else None)
+    onnx_model = run_passes(onnx_model, fuse=not args.no_fuse)
+    save_onnx(onnx_model, output)
+    custom = _custom_nodes(onnx_model)
     props = {p.key: p.value for p in onnx_model.metadata_props}
     data = {"output": str(args.output), "exporter": props.get("torchtrt_ext.exporter"),
             "inputs": [i.name for i in onnx_model.graph.input], "outputs": [o.name for o in onnx_model.graph.output],
@@ -297,24 +361,27 @@ def _profiles(args: argparse.Namespace) -> dict[str, tuple[tuple[int, ...], ...]
 
 def cmd_build(args: argparse.Namespace) -> tuple[int, Any, str]:
     onnx_path = _existing(args.onnx, "ONNX file")
+    output = _output_path(args.output, onnx_path)
     profiles = _profiles(args)
+    model = run_passes(read_onnx(onnx_path), fuse=not args.no_fuse)
     from torchtrt_ext.backend import build_engine
 
     started = time.monotonic()
-    if not args.no_progress and not args.json:
+    if not args.quiet and not args.json:
         print(f"[torchtrt-ext] building {onnx_path.name} with {args.backend} ({args.precision}, plugins "
               f"{args.plugins}) ...", file=sys.stderr, flush=True)
     kwargs: dict[str, Any] = {"backend": args.backend, "precision": args.precision, "profiles": profiles,
-                              "plugins": args.plugins, "progress": not args.no_progress}
+                              "plugins": args.plugins, "progress": not args.quiet}
     if args.workspace is not None:
         kwargs["workspace"] = args.workspace << 20
     if args.timing_cache is not None:
         kwargs["timing_cache"] = args.timing_cache
-    engine = build_engine(onnx_path, **kwargs)
-    engine.save(args.output)
+    engine = build_engine(model, **kwargs)
+    engine.save(output)
     meta = engine.metadata
     seconds = round(time.monotonic() - started, 2)
-    data = {"output": str(args.output), "bytes": len(engine.plan), "seconds": seconds, **meta.to_json()}
+    data = {"output": str(args.output), "bytes": len(engine.plan), "seconds": seconds,
+            "custom_nodes": _custom_nodes(model), **meta.to_json()}
     text = (f"wrote {args.output}: {len(engine.plan) / 1e6:.2f} MB, {meta.describe_target()}, precision "
             f"{meta.build.get('precision')}, plugins {meta.plugin_mode}, {len(meta.profiles)} profile(s), {seconds} s")
     return EXIT_OK, data, text
@@ -326,6 +393,7 @@ def _engine_table(meta: Any) -> str:
     lines = [f"engine for {meta.describe_target()}",
              f"precision {meta.build.get('precision')}, plugins {meta.plugin_mode} {list(meta.plugins) or ''}".rstrip(),
              f"built by torchtrt_ext {meta.torchtrt_ext_version or '?'}"]
+    lines += [f"plugin {op.plugin.id} ({op.plugin.provider}): {op.route}" for op in recorded_ops(meta)]
     if meta.plugins_embedded:
         lines.append("carries host code (embedded plugin library): running it needs --allow-engine-host-code")
     rows = [["input", t.name, t.dtype, "x".join(str(d) for d in t.shape)] for t in meta.inputs]
@@ -344,13 +412,13 @@ def cmd_inspect(args: argparse.Namespace) -> tuple[int, Any, str]:
 
         meta = Engine.load(path).metadata
         return EXIT_OK, {"kind": "engine", **meta.to_json()}, _engine_table(meta)
-    import onnx
+    from torchtrt_ext.errors import InvalidInputError
 
     try:
-        model = onnx.load(str(path))
-    except Exception as exc:  # noqa: BLE001 - a protobuf DecodeError or similar: not an ONNX file
-        raise CliError(f"{path} is neither an ONNX model nor a torchtrt_ext engine ({type(exc).__name__}). "
-                       "Remedy: pass an .onnx file or an engine written by 'torchtrt-ext build'") from None
+        model = read_onnx(path)
+    except InvalidInputError:
+        raise CliError(f"{path} is neither an ONNX model nor a torchtrt_ext engine (empty, truncated or another "
+                       "format). Remedy: pass an .onnx file or an engine written by 'torchtrt-ext build'") from None
     result = doctor(model, backend=args.backend)
     return EXIT_OK, {"kind": "onnx", **result.to_dict()}, result.to_table()
 
@@ -373,14 +441,15 @@ def _device(choice: str, kinds: Sequence[str]) -> Any:
 
     if "engine" in kinds and not torch.cuda.is_available():
         raise MissingDependencyError(
-            "running an engine needs a CUDA GPU, and torch sees none. Remedy: run it on the target GPU, or compare "
-            "with the ONNX export on onnxruntime instead (torchtrt-ext validate MODEL model.onnx)")
+            "running an engine needs a CUDA GPU, and torch sees none",
+            remedy="run it on the target GPU, or compare with the ONNX export on onnxruntime instead (torchtrt-ext "
+            "validate MODEL model.onnx)")
     if choice == "auto":
         return torch.device("cuda" if "engine" in kinds or torch.cuda.is_available() else "cpu")
     if choice not in ("cpu", "cuda") and not re.fullmatch(r"cuda:\d+", choice):
         raise CliError(f"--device {choice!r} is not a device. Remedy: use cpu, cuda or cuda:N")
     if choice.startswith("cuda") and not torch.cuda.is_available():
-        raise MissingDependencyError(f"--device {choice} but torch sees no CUDA GPU. Remedy: use --device cpu")
+        raise MissingDependencyError(f"--device {choice} but torch sees no CUDA GPU", remedy="use --device cpu")
     return torch.device(choice)
 
 
@@ -429,7 +498,8 @@ def cmd_bench(args: argparse.Namespace) -> tuple[int, Any, str]:
         generator = torch.Generator().manual_seed(0)
         examples = tuple(torch.randn(s, generator=generator).to(dtype=d if d.is_floating_point else dtype,
                                                                 device=device) for s, d in specs)
-    report = benchmark(candidates, examples, warmup=args.warmup, iters=args.iters, device=device)
+    report = benchmark(candidates, examples, warmup=args.warmup, iters=args.iters, device=device,
+                       progress=not args.quiet)
     return (EXIT_FAILED if report.failed else EXIT_OK), report.to_json(), report.to_table()
 
 
@@ -438,9 +508,16 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (exit 2) ending with the remedy."""
 
     def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"{self.prog}: error: {one_line(message).split('. Remedy:')[0]}. "
-                         f"Remedy: see '{self.prog} --help'\n")
+        remedy = "see '" + self.prog + " --help'"
+        sys.stderr.write(f"{self.prog}: error: {one_line(message, remedy)}\n")
         raise SystemExit(EXIT_USAGE)
+
+
+def _positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= 1")
+    return int(text)
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -464,6 +541,7 @@ def _add_inputs(p: argparse.ArgumentParser, required: bool = False) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Export, build, inspect, validate and benchmark torchtrt_ext models.",
                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     kw: dict[str, Any] = {"epilog": EPILOG, "formatter_class": argparse.RawDescriptionHelpFormatter}
@@ -476,6 +554,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--exporter", choices=("auto", "dynamo", "legacy"), default="auto", help="default auto")
     p.add_argument("--opset", type=int, default=None, help="ONNX opset (default 18)")
     p.add_argument("--static", action="store_true", help="all dims static (default: batch dynamic)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--no-fuse", action="store_true", help="write the export as it is, without the fusion passes "
+                   "compile() runs (L2 normalization patterns -> L2Norm nodes)")
     _add_common(p)
     p.set_defaults(handler=cmd_export)
 
@@ -489,9 +570,11 @@ def build_parser() -> argparse.ArgumentParser:
     for which in ("min", "opt", "max"):
         p.add_argument(f"--{which}-shapes", metavar="NAME:SHAPE,...", help=f"{which} shapes of the profile, like "
                        "x:1x3x64x64,y:1x8 (default: batch 1..32 around the graph's shapes)")
-    p.add_argument("--workspace", type=int, metavar="MiB", help="workspace cap in MiB (default 4096)")
+    p.add_argument("--no-fuse", action="store_true", help="build the graph as it is, without the fusion passes "
+                   "compile() runs (L2 normalization patterns -> L2Norm nodes)")
+    p.add_argument("--workspace", type=_positive_int, metavar="MiB", help="workspace cap in MiB (default 4096)")
     p.add_argument("--timing-cache", metavar="PATH", help="TensorRT timing cache file, read and written back")
-    p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
+    p.add_argument("-q", "--quiet", "--no-progress", action="store_true", help="no progress lines on stderr")
     _add_common(p)
     p.set_defaults(handler=cmd_build)
 
@@ -530,6 +613,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--iters", type=int, default=200, help="timed runs per target (default 200)")
     p.add_argument("--device", default="auto", help="cpu or cuda (default: cuda when torch sees a GPU)")
     _add_engine_host_code(p)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     _add_common(p)
     p.set_defaults(handler=cmd_bench)
     return parser
@@ -571,28 +655,49 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help (0) or a usage error already printed on one line (2)
         return int(exc.code or 0)
     _setup_logging(args.verbose)
-    try:
-        code, data, text = args.handler(args)
-    except KeyboardInterrupt:
-        print(f"{PROG} {args.command}: interrupted", file=sys.stderr)
-        return 130
-    except Exception as exc:  # noqa: BLE001 - the boundary: every error becomes one line and an exit code
-        code = _exit_code(exc)
-        message = str(exc) or type(exc).__name__
-        if code == EXIT_INTERNAL:
-            message = f"{type(exc).__name__}: {message}"
-        line = one_line(message, remedy_for(message) if code in (EXIT_BUILD, EXIT_MISSING) else None)
-        if args.verbose:
-            traceback.print_exc()
-        print(f"{PROG} {args.command}: error: {line}", file=sys.stderr)
-        if args.json:
-            print(json.dumps({"ok": False, "exit_code": code, "error": line}))
-        return code
+    with _stdout_to_stderr() if args.json else contextlib.nullcontext():
+        try:
+            code, data, text = args.handler(args)
+        except KeyboardInterrupt:
+            print(f"{PROG} {args.command}: interrupted", file=sys.stderr)
+            return 130
+        except Exception as exc:  # noqa: BLE001 - the boundary: every error becomes one line and an exit code
+            code = _exit_code(exc)
+            line = error_line(exc, code)
+            if args.verbose:
+                traceback.print_exc()
+            print(f"{PROG} {args.command}: error: {line}", file=sys.stderr)
+            data, text = {"ok": False, "exit_code": code, "error": line}, None
     if args.json:
-        print(json.dumps(data, indent=2, default=str, allow_nan=False))
-    else:
-        print(text)
+        _print(json.dumps(data, indent=2, default=str, allow_nan=False))
+    elif text is not None:
+        _print(text)
     return int(code)
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Send whatever is written to stdout meanwhile, by Python or by native code (TensorRT prints some warnings
+    itself), to stderr, so that with --json stdout holds the JSON document only."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        ctypes.CDLL(None).fflush(None)  # C stdio buffers still holding native output go to stderr too
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _print(text: str) -> None:
+    """Print to stdout; a reader that stopped reading (``inspect ... | head``) is not an error."""
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the flush at exit does not fail again
 
 
 if __name__ == "__main__":

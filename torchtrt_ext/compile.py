@@ -72,7 +72,7 @@ def _model_device(model: torch.nn.Module) -> torch.device | None:
     return None
 
 
-def _run_passes(model: onnx.ModelProto, fuse: bool) -> onnx.ModelProto:
+def run_passes(model: onnx.ModelProto, fuse: bool) -> onnx.ModelProto:
     """The fusion passes (L2 normalization patterns -> L2Norm) when ``fuse=True``; logs what they fused."""
     if not fuse:
         return model
@@ -136,7 +136,7 @@ def compile(model: torch.nn.Module, example_inputs: Any, *, backend: str = "tens
         eager = model(*inputs)
     tree = output_tree(eager)
     onnx_model = export_onnx(model, inputs, dynamic_shapes=dynamic_shapes, exporter=exporter)
-    onnx_model = _run_passes(onnx_model, fuse)
+    onnx_model = run_passes(onnx_model, fuse)
     if profiles is None:
         names = [v.name for v in onnx_model.graph.input if v.name not in {i.name for i in onnx_model.graph.initializer}]
         profiles = profiles_from_example_shapes(dict(zip(names, (tuple(t.shape) for t in inputs))), dynamic_shapes,

@@ -32,7 +32,8 @@ from typing import Any, Union
 
 import onnx
 
-from torchtrt_ext.backend.engine import Engine, EngineMetadata, TensorInfo, atomic_write, is_engine_file
+from torchtrt_ext._files import atomic_write, save_onnx
+from torchtrt_ext.backend.engine import Engine, EngineMetadata, TensorInfo, is_engine_file
 from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, failure
 from torchtrt_ext.ops._spec import DOMAIN
 
@@ -312,6 +313,7 @@ def triton_repository(engine: EngineSource, path: str | os.PathLike[str], name: 
         raise InvalidInputError(failure(f"version={version}", "an int >= 1", "pass version=1"))
     root = Path(path).resolve()
     model_dir = root / name
+    (model_dir / str(int(version))).mkdir(parents=True, exist_ok=True)
     plan_path = export_plan(eng, model_dir / str(int(version)) / "model.plan")
     config_path = model_dir / "config.pbtxt"
     atomic_write(config_path, config.encode())
@@ -396,7 +398,7 @@ def export_for_ort_trt(model: Any, example_inputs: Any, path: str | os.PathLike[
 
     converted = to_ort_trt_plugins(export_onnx(model, example_inputs, **export_kwargs))
     if path is not None:
-        onnx.save(converted, os.fspath(path))
+        save_onnx(converted, path)
     return converted
 
 

@@ -34,7 +34,15 @@ from torchtrt_ext.backend.plugins import auto_route, plugin_refs
 from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, OnnxParseError, failure
 from torchtrt_ext.ops._spec import DOMAIN, PROVIDER_OURS, PluginRef, registered_ops
 from torchtrt_ext.passes import trt_op_support as table
-from torchtrt_ext.passes.onnx_util import all_nodes, default_opset, node_attr, non_standard_nodes, STANDARD_DOMAINS
+from torchtrt_ext.passes.onnx_util import (
+    STANDARD_DOMAINS,
+    OnnxSource,
+    all_nodes,
+    default_opset,
+    node_attr,
+    non_standard_nodes,
+    read_onnx,
+)
 from torchtrt_ext.passes.shapes import infer_shapes
 
 LOGGER = logging.getLogger("torchtrt_ext")
@@ -127,12 +135,9 @@ def _standard_op_remedies(op_type: str, why: str) -> tuple[str, ...]:
 
 def _custom_op_remedies(node: onnx.NodeProto, backend: str, known: bool, why_missing: str) -> tuple[str, ...]:
     remedies = []
-    if backend == "tensorrt":
+    if backend == "tensorrt":  # on TensorRT-RTX the last remedy already says to build the C++ library
         remedies.append("a newer TensorRT: the Python plugins need tensorrt >= 10.6 "
                         "(pip install 'torchtrt_ext[trt]')")
-    else:
-        remedies.append("TensorRT-RTX takes the C++ plugins only (not tensorrt.plugin's): build "
-                        "libtorchtrt_ext_plugins.so (pip install -e . with the TensorRT headers)")
     remedies.append("a different mapping at export: export without the custom op (compile(..., fuse=False), or the "
                     "plain PyTorch code path) so only standard ops reach TensorRT")
     if known:
@@ -276,11 +281,11 @@ def _table_findings(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> list
     return findings
 
 
-def report(model: onnx.ModelProto, backend: str = "tensorrt", *, checker: str = "auto") -> DoctorReport:
+def report(model: OnnxSource, backend: str = "tensorrt", *, checker: str = "auto") -> DoctorReport:
     """Diagnose ``model`` for ``backend`` ("tensorrt" or "tensorrt_rtx").
 
     Args:
-        model: the ONNX model (not modified).
+        model: the ONNX model: a ModelProto, path or bytes (not modified).
         backend: the TensorRT flavour to check against. Default: "tensorrt".
         checker: "parser" (the backend's ONNX parser; raises MissingDependencyError when it is not installed),
             "table" (``passes.trt_op_support``), or "auto" (the parser when installed, else the table). Default: "auto".
@@ -290,6 +295,7 @@ def report(model: onnx.ModelProto, backend: str = "tensorrt", *, checker: str = 
         blocks the build.
     """
 
+    model = read_onnx(model)
     adapter.check_backend_name(backend)
     if checker not in CHECKERS:
         raise InvalidInputError(failure(f"checker={checker!r} is not a checker", f"one of {CHECKERS}",

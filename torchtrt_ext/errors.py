@@ -4,14 +4,16 @@ from __future__ import annotations
 
 
 class Failure(str):
-    """A message 'what failed. Expected: ... Remedy: ...' that keeps its three parts (see :func:`failure`)."""
+    """A message 'what failed. Expected: ... Remedy: ...' that keeps its three parts (see :func:`failure`); an empty
+    part is left out of the text."""
 
     what: str
     expected: str
     remedy: str
 
     def __new__(cls, what: str, expected: str, remedy: str) -> Failure:
-        text = super().__new__(cls, f"{what}. Expected: {expected}. Remedy: {remedy}")
+        text = super().__new__(cls, what + (f". Expected: {expected}" if expected else "")
+                               + (f". Remedy: {remedy}" if remedy else ""))
         text.what, text.expected, text.remedy = what, expected, remedy
         return text
 
@@ -43,6 +45,12 @@ class InvalidInputError(TorchTRTExtError, ValueError):
 
 class OpDefinitionError(TorchTRTExtError, TypeError):
     """An op definition (OpSpec) is inconsistent."""
+
+
+class UnknownOpError(TorchTRTExtError, KeyError):
+    """No torchtrt_ext op of that ONNX op_type is defined in this process (a KeyError, as a registry lookup)."""
+
+    __str__ = TorchTRTExtError.__str__  # the message as written, not KeyError's quoted repr
 
 
 class ExportError(TorchTRTExtError, RuntimeError):

@@ -11,6 +11,7 @@ import inspect
 import io
 import logging
 import os
+import re
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -18,9 +19,10 @@ from typing import Any
 import onnx
 import torch
 
-from torchtrt_ext.errors import ExportError, InvalidInputError
+from torchtrt_ext._files import save_onnx
+from torchtrt_ext.errors import ExportError, InvalidInputError, failure
 from torchtrt_ext.ops._spec import DOMAIN, DOMAIN_VERSION, custom_translation_table
-from torchtrt_ext.passes.shapes import infer_shapes
+from torchtrt_ext.passes.shapes import infer_shapes, too_big, weightless
 
 log = logging.getLogger("torchtrt_ext")
 
@@ -29,6 +31,8 @@ LEGACY_OPSETS = range(17, 21)  # the TorchScript exporter's supported range
 DYNAMO_OPSETS = range(18, 24)
 DEFAULT_OPSET = 18
 DynamicShapes = Mapping[str, Mapping[int, str]]
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_CAUSE = re.compile(r"data-dependent|control flow|not supported|unsupported|cannot|could not", re.IGNORECASE)
 
 
 def input_names(model: torch.nn.Module, example_inputs: Sequence[Any]) -> list[str]:
@@ -38,8 +42,8 @@ def input_names(model: torch.nn.Module, example_inputs: Sequence[Any]) -> list[s
     except TypeError as exc:
         params = list(inspect.signature(model.forward).parameters)
         raise InvalidInputError(
-            f"example_inputs do not match {type(model).__name__}.forward{tuple(params)}: {exc}. Remedy: pass one "
-            f"tensor per forward argument, as a tuple, e.g. (x,)") from None
+            f"example_inputs do not match {type(model).__name__}.forward{tuple(params)}: {exc}",
+            remedy="pass one tensor per forward argument, as a tuple, e.g. (x,)") from None
     names: list[str] = []
     for name, value in bound.arguments.items():
         kind = inspect.signature(model.forward).parameters[name].kind
@@ -47,20 +51,29 @@ def input_names(model: torch.nn.Module, example_inputs: Sequence[Any]) -> list[s
         for i, v in enumerate(values):
             label = f"{name}_{i}" if kind == inspect.Parameter.VAR_POSITIONAL else name
             if not isinstance(v, torch.Tensor):
-                raise InvalidInputError(f"example input {label!r} is a {type(v).__name__}, not a torch.Tensor. "
-                                        "Remedy: pass tensors only; make other arguments attributes of the model")
+                raise InvalidInputError(f"example input {label!r} is a {type(v).__name__}, not a torch.Tensor",
+                                        remedy="pass tensors only; make other arguments attributes of the model")
             names.append(label)
     return names
 
 
 def output_names(outputs: Any) -> list[str]:
-    """Names for the flattened outputs: 'output' for one tensor, dict keys, or output_<i>."""
+    """One name per output tensor, in pytree order (the order of the ONNX outputs).
+
+    The one naming rule of export, ``validate``, the engine metadata, ``TRTModule`` and the Triton config: "output"
+    for a lone tensor; otherwise the path to the tensor, dict keys and sequence indices joined by ".", the items of a
+    returned tuple or list being "output_<i>": ``{"a": (t, t), "b": {"c": t}}`` -> a.0, a.1, b.c; ``(t, {"k": t})``
+    -> output_0, output_1.k.
+    """
     if isinstance(outputs, torch.Tensor):
         return ["output"]
-    if isinstance(outputs, Mapping):
-        return [str(k) for k in outputs]
-    leaves = torch.utils._pytree.tree_leaves(outputs)
-    return [f"output_{i}" for i in range(len(leaves))]
+    names = []
+    for path, _ in torch.utils._pytree.tree_flatten_with_path(outputs)[0]:
+        parts = [str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k)))) for k in path]
+        if path and isinstance(path[0], torch.utils._pytree.SequenceKey):
+            parts[0] = f"output_{parts[0]}"
+        names.append(".".join(parts) or "output")
+    return names
 
 
 def _check_args(exporter: str, opset: int | None, dynamic: DynamicShapes, names: list[str],
@@ -131,9 +144,13 @@ def export_onnx(model: torch.nn.Module, example_inputs: Any, path: str | os.Path
     ``{}``: all static). ``exporter``: "auto" (dynamo, falling back to legacy), "dynamo" or "legacy".
     ``opset``: default 18.
     """
-    inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
     if not isinstance(model, torch.nn.Module):
         raise InvalidInputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(example_inputs, (torch.Tensor, Sequence)) or isinstance(example_inputs, (str, bytes)):
+        raise InvalidInputError(failure(f"example_inputs is a {type(example_inputs).__name__}",
+                                        "a tensor or a tuple of tensors, one per forward argument",
+                                        "pass example inputs like (torch.randn(1, 3, 224, 224),)"))
+    inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
     names = input_names(model, inputs)
     dynamic = _default_dynamic(names, inputs) if dynamic_shapes is None else dynamic_shapes
     _check_args(exporter, opset, dynamic, names, inputs)
@@ -151,17 +168,30 @@ def export_onnx(model: torch.nn.Module, example_inputs: Any, path: str | os.Path
             onnx_model = run(model, inputs, names, outs, dynamic, opset)
             break
         except Exception as exc:  # noqa: BLE001 - reported below with every exporter's reason
-            errors.append(f"{which}: {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}")
-            if exporter == "auto":
-                log.warning("dynamo export failed (%s); retrying with the legacy exporter", errors[-1])
+            errors.append(f"{which} exporter: {_exporter_failure(exc)}")
     else:
-        raise ExportError("ONNX export failed. " + " | ".join(errors) + ". Remedy: check the model runs on the "
-                          "example inputs; try exporter='legacy' or 'dynamo' explicitly, or static shapes "
-                          "(dynamic_shapes={})")
+        raise ExportError(failure(f"ONNX export failed ({'; '.join(errors)})", "a model torch.export or the "
+                                  "TorchScript tracer can capture on the example inputs",
+                                  "check the model runs on the example inputs; try exporter='legacy' or 'dynamo' "
+                                  "explicitly, or static shapes (dynamic_shapes={})"))
+    if errors and which == "legacy":
+        log.warning("%s; exported with the legacy TorchScript exporter instead, which records the path the example "
+                    "inputs took: data-dependent control flow (an 'if' or loop on tensor values) is fixed to that "
+                    "branch", errors[0])
     onnx_model = _finish(onnx_model, which)
     if path is not None:
-        onnx.save(onnx_model, os.fspath(path))
+        save_onnx(onnx_model, path)
     return onnx_model
+
+
+def _exporter_failure(exc: BaseException) -> str:
+    """One clean line saying why an exporter rejected a model: no ANSI colours, no stack, the cause's own line."""
+    text = _ANSI.sub("", str(exc))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    # torch.export explains itself on a line naming the cause ("Could not guard on data-dependent expression ...",
+    # "Dynamic control flow is not supported ..."); the first line is often only "Failed to export the model".
+    cause = next((line for line in lines if _CAUSE.search(line)), lines[0] if lines else "")
+    return f"{type(exc).__name__}: {cause[:300]}".rstrip(": ")
 
 
 def _finish(model: onnx.ModelProto, exporter: str) -> onnx.ModelProto:
@@ -173,5 +203,5 @@ def _finish(model: onnx.ModelProto, exporter: str) -> onnx.ModelProto:
     model = infer_shapes(model)
     onnx.helper.set_model_props(model, {**{p.key: p.value for p in model.metadata_props},
                                         "torchtrt_ext.exporter": exporter})
-    onnx.checker.check_model(model)
+    onnx.checker.check_model(weightless(model) if too_big(model) else model)
     return model

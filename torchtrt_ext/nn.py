@@ -42,6 +42,11 @@ class DeformConv2d(torch.nn.Module):
                  dilation: int | tuple[int, int] = 1, groups: int = 1, bias: bool = True) -> None:
         super().__init__()
         kh, kw = _pair(kernel_size)
+        sizes = {"in_channels": in_channels, "out_channels": out_channels, "kernel_size": kernel_size}
+        bad = {k: v for k, v in sizes.items() if min(_pair(v) if k == "kernel_size" else (v,)) < 1}
+        if bad:
+            raise InvalidAttributeError(f"DeformConv2d: {', '.join(f'{k}={v!r}' for k, v in bad.items())} must be "
+                                        ">= 1. Remedy: pass positive channel counts and kernel sizes")
         checked = _DCN_SPEC.validate_attrs({"stride": _pair(stride), "padding": _pair(padding),
                                             "dilation": _pair(dilation), "groups": groups})
         if in_channels % groups or out_channels % groups:

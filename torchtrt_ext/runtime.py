@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -50,8 +51,6 @@ from torchtrt_ext.errors import (
 )
 
 if TYPE_CHECKING:
-    import os
-
     import tensorrt as trt_t
 
 log = logging.getLogger("torchtrt_ext.runtime")
@@ -218,8 +217,9 @@ def _deserialize(engine: Engine, device: torch.device, allow_engine_host_code: b
         load_plugins(api, plan_from_metadata(metadata))
     except LibraryNotFoundError as exc:
         raise EngineCompatibilityError(failure(
-            f"the engine needs plugins {list(metadata.plugins)} from the C++ plugin library, which is not available "
-            f"here ({exc})", "libtorchtrt_ext_plugins.so built for this TensorRT",
+            f"the engine needs plugins {list(metadata.plugins)}, which cannot be loaded here ({exc})",
+            "libtorchtrt_ext_plugins.so built for this TensorRT (and, for ops bound to TensorRT's own plugins, a "
+            "TensorRT that registers them)",
             "build it (pip install -e .), or rebuild the engine with embed_plugins=True or plugins='decompose'"))
     with torch.cuda.device(device):
         runtime: trt_t.Runtime = create_runtime(api, metadata, allow_engine_host_code=allow_engine_host_code,
@@ -238,12 +238,19 @@ def _deserialize(engine: Engine, device: torch.device, allow_engine_host_code: b
 class TRTModule(torch.nn.Module):
     """An ``nn.Module`` running a TensorRT ``Engine`` on CUDA tensors. See the module docstring."""
 
-    def __init__(self, engine: Engine | None = None, *, cuda_graphs: bool = False,
+    def __init__(self, engine: Engine | str | os.PathLike[str] | None = None, *, cuda_graphs: bool = False,
                  allow_engine_host_code: bool = False) -> None:
-        """``engine``: the Engine to run (None: set it later through ``load_state_dict``). ``cuda_graphs``: replay
-        CUDA graphs for repeated input shapes. Default False. ``allow_engine_host_code``: let an engine that carries
-        an embedded plugin library load and run it; only for engines you trust. Default False (refused)."""
+        """``engine``: the Engine to run, or the path of an engine file (None: set it later through
+        ``load_state_dict``). ``cuda_graphs``: replay CUDA graphs for repeated input shapes. Default False.
+        ``allow_engine_host_code``: let an engine that carries an embedded plugin library load and run it; only for
+        engines you trust. Default False (refused)."""
         super().__init__()
+        if isinstance(engine, (str, os.PathLike)):
+            engine = Engine.load(engine)
+        elif engine is not None and not isinstance(engine, Engine):
+            raise InvalidInputError(failure(f"TRTModule got a {type(engine).__name__}",
+                                            "an Engine (build_engine's result) or the path of an engine file",
+                                            "pass build_engine(...)'s result, or torchtrt_ext.load(path)"))
         if engine is not None:
             check_host_code_allowed(engine.metadata, allow_engine_host_code, repr(engine))
         self._engine = engine

@@ -1,8 +1,9 @@
 """``validate``: run a reference model and a compiled candidate on the same inputs and report, per output, how close
 they are.
 
-Per output (outputs are matched through pytree flattening and named like the exporter names them: ``output`` for
-one tensor, the keys of a returned dict, else ``output_<i>``), in this order:
+Per output (outputs are matched through pytree flattening and named like the exporter names them,
+``export.output_names``: ``output`` for one tensor, else the path to it, like ``a.0``, ``b.c`` or ``output_1``), in
+this order:
 
 1. **shape**: a shape mismatch fails the output and stops its comparison;
 2. **non-finite values**: a NaN or inf in one and not at the same place in the other fails the output
@@ -50,9 +51,11 @@ from torchtrt_ext.errors import (
     ValidationFailedError,
     failure,
 )
+from torchtrt_ext.export import output_names
 from torchtrt_ext.ops._spec import torch_dtype
 from torchtrt_ext.passes import decompose_custom_ops
 from torchtrt_ext.passes.onnx_util import custom_nodes
+from torchtrt_ext.passes.onnx_util import read_onnx
 
 #: precision -> (atol, rtol); see the module docstring for the reasons.
 TOLERANCES: dict[str, tuple[float, float]] = {
@@ -177,16 +180,8 @@ class OnnxRuntimeModule:
 
     def __init__(self, model: Any, providers: Sequence[str] | None = None) -> None:
         if isinstance(model, (str, os.PathLike)):
-            path = Path(model)
-            if not path.is_file():
-                raise InvalidInputError(failure(f"ONNX file {path} does not exist", "the path of an .onnx file",
-                                                "check the path (export one with torchtrt_ext.export_onnx)"))
-            try:
-                model = onnx.load(os.fspath(path))
-            except Exception as exc:  # noqa: BLE001 - onnx raises DecodeError and friends
-                raise InvalidInputError(failure(f"{path} is not an ONNX model ({type(exc).__name__})",
-                                                "an .onnx file", "check the path")) from None
-            self.source = path.name
+            self.source = Path(model).name
+            model = read_onnx(model)
         elif isinstance(model, onnx.ModelProto):
             self.source = model.graph.name or "onnx model"
         else:
@@ -231,7 +226,16 @@ class OnnxRuntimeModule:
                                             f"inputs {self.input_names}", "pass one tensor per graph input"))
         device = next((t.device for t in feeds.values() if isinstance(t, torch.Tensor)), torch.device("cpu"))
         arrays = {k: v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else v for k, v in feeds.items()}
-        outs = [torch.from_numpy(o).to(device) for o in self.session.run(None, arrays)]
+        try:
+            results = self.session.run(None, arrays)
+        except Exception as exc:  # noqa: BLE001 - onnxruntime's own error types; its detail is on later lines
+            given = {k: (tuple(a.shape), str(a.dtype)) for k, a in arrays.items()}
+            expected = {i.name: (tuple(i.shape), i.type) for i in self.session.get_inputs()}
+            raise InvalidInputError(failure(
+                f"onnxruntime failed to run {self.source}: {' '.join(str(exc).split())}; given {given}",
+                f"inputs {expected}", "pass inputs of the shapes and dtypes the model was exported with "
+                "(--input-shape, --dtype)")) from None
+        outs = [torch.from_numpy(o).to(device) for o in results]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def __repr__(self) -> str:
@@ -360,16 +364,8 @@ def _examples_from(model: Any, compiled: Any, seed: int) -> tuple[torch.Tensor, 
 
 # --------------------------------------------------------------------------------------------------- outputs
 def flatten_outputs(outputs: Any) -> list[tuple[str, torch.Tensor]]:
-    """(name, tensor) per leaf: 'output' for one tensor, dict keys (joined by '.' when nested), else output_<i>."""
-    if isinstance(outputs, torch.Tensor):
-        return [("output", outputs)]
-    leaves, _ = torch.utils._pytree.tree_flatten_with_path(outputs)
-    named = []
-    for i, (path, leaf) in enumerate(leaves):
-        keys = [getattr(k, "key", None) for k in path]
-        name = ".".join(str(k) for k in keys) if keys and all(k is not None for k in keys) else f"output_{i}"
-        named.append((name, leaf))
-    return named
+    """(name, tensor) per leaf, named by ``export.output_names`` (the exporter's rule: 'output', 'a.0', 'b.c')."""
+    return list(zip(output_names(outputs), torch.utils._pytree.tree_leaves(outputs)))
 
 
 def default_tolerance(precision: str) -> tuple[float, float]:
@@ -418,11 +414,13 @@ def _compare(ref: torch.Tensor, got: Any, atol: float, rtol: float, worst: _Wors
     r, g = ref.detach().cpu().double(), got.detach().cpu().double()
     r_bad, g_bad = ~torch.isfinite(r), ~torch.isfinite(g)
     if r_bad.any() or g_bad.any():
-        same = torch.equal(r_bad, g_bad) and torch.equal(r[r_bad], g[g_bad])
-        if not same:
+        # NaN == NaN and inf == inf here: the same non-finite value at the same place is a match
+        differ = (r_bad | g_bad) & ~torch.isclose(r, g, rtol=0.0, atol=0.0, equal_nan=True)
+        if differ.any():
             nan = int(torch.isnan(g).sum()) - int(torch.isnan(r).sum())
+            first = tuple(int(i) for i in differ.nonzero()[0])
             what = f"{nan} more NaN than the reference" if nan > 0 else "non-finite values differ from the reference"
-            worst.reason = worst.reason or what
+            worst.reason = worst.reason or f"{what} (first at index {first})"
         r, g = r.masked_fill(r_bad, 0.0), g.masked_fill(g_bad, 0.0)
     diff = (g - r).abs()
     if diff.numel() == 0:

@@ -83,8 +83,9 @@ def test_python_plugins_on_rtx_are_refused_before_the_parser(rtx: str, l2norm_on
 def test_a_node_without_a_plugin_is_a_parse_error_on_rtx(rtx: str, domain: str, op_type: str) -> None:
     """A foreign-domain node, or a standard-domain op ONNX does not define, reaches RTX's real plugin importer, which
     finds no creator and says so (the process abort needed a creator that made a plugin, see test_rtx_plugins)."""
+    qualified = f"{domain}::{op_type}" if domain else op_type  # the node's domain is named where not standard
     with pytest.raises(BuildError, match=rf"could not parse the ONNX graph; failing nodes:\n  - node custom0 "
-                                         rf"\({op_type}\): .*Plugin not found"):
+                                         rf"\({qualified}\): .*Plugin not found"):
         build_engine(raw_custom_graph(domain, op_type), backend=rtx, progress=False)
 
 

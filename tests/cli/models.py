@@ -33,3 +33,38 @@ def make_other() -> torch.nn.Module:
     with torch.no_grad():
         model.conv.weight.mul_(-1.5)
     return model
+
+
+class ReluNormalize(torch.nn.Module):
+    """An unfused ``F.normalize`` after a ReLU: an all-negative row becomes an all-zero vector (0 / eps)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.normalize(torch.relu(x), dim=1)
+
+
+def make_relu_normalize() -> torch.nn.Module:
+    return ReluNormalize()
+
+
+class NestedOutputs(torch.nn.Module):
+    """Outputs nested two levels: a dict holding a tuple and a dict."""
+
+    def forward(self, x: torch.Tensor) -> dict[str, object]:
+        return {"a": (x + 1, x * 2), "b": {"c": x - 1}}
+
+
+def make_nested() -> torch.nn.Module:
+    return NestedOutputs()
+
+
+class DataDependentBranch(torch.nn.Module):
+    """An ``if`` on a tensor's value: torch.export rejects it, the legacy tracer fixes the branch taken."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.sum() > 0:
+            return x * 2
+        return x - 1
+
+
+def make_branchy() -> torch.nn.Module:
+    return DataDependentBranch()

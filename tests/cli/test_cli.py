@@ -14,6 +14,7 @@ import pytest
 
 from torchtrt_ext import cli
 from torchtrt_ext.backend.engine import Engine, EngineMetadata
+from torchtrt_ext.errors import BuildError
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = "tests.cli.models:make_head"
@@ -202,7 +203,8 @@ def test_tensorrt_messages_map_to_the_design_remedies(message: str, expected: st
     remedy = cli.remedy_for(message)
     assert (remedy is None) if expected is None else (expected in (remedy or "")), remedy
     if expected:
-        line = cli.one_line(f"build failed:\n  {message}\nRemedy: read the log", remedy)
+        error = BuildError(f"build failed:\n  {message}", remedy="read the log")
+        line = cli.error_line(error, cli.EXIT_BUILD)
         assert "\n" not in line and line.endswith(f"Remedy: {remedy}") and "read the log" not in line
 
 

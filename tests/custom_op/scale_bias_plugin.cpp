@@ -26,10 +26,8 @@ std::string describe(float scale, float bias)
     return text;
 }
 
-void checkIO(nvinfer1::PluginTensorDesc const& in, nvinfer1::PluginTensorDesc const& out, int32_t nbInputs,
-    int32_t nbOutputs)
+void checkIO(nvinfer1::PluginTensorDesc const& in, nvinfer1::PluginTensorDesc const& out)
 {
-    require(nbInputs == 1 && nbOutputs == 1, "expected 1 input and 1 output");
     require(in.type == DataType::kFLOAT && out.type == DataType::kFLOAT, "expected kFLOAT input and output");
     require(in.format == TensorFormat::kLINEAR && out.format == TensorFormat::kLINEAR, "expected LINEAR formats");
 }
@@ -48,7 +46,8 @@ int32_t ScaleBiasPlugin::configurePlugin(nvinfer1::DynamicPluginTensorDesc const
     try
     {
         require(in != nullptr && out != nullptr, "null tensor descriptions");
-        checkIO(in[0].desc, out[0].desc, nbInputs, nbOutputs);
+        checkCounts(nbInputs, nbOutputs);
+        checkIO(in[0].desc, out[0].desc);
         return 0;
     }
     catch (...)
@@ -63,7 +62,8 @@ int32_t ScaleBiasPlugin::getOutputDataTypes(
 {
     try
     {
-        require(nbInputs == 1 && nbOutputs == 1 && outputTypes != nullptr && inputTypes != nullptr, "bad type arrays");
+        checkCounts(nbInputs, nbOutputs);
+        require(outputTypes != nullptr && inputTypes != nullptr, "null type arrays");
         require(inputTypes[0] == DataType::kFLOAT, "expected a kFLOAT input");
         outputTypes[0] = DataType::kFLOAT;
         return 0;
@@ -81,7 +81,8 @@ int32_t ScaleBiasPlugin::getOutputShapes(nvinfer1::DimsExprs const* inputs, int3
 {
     try
     {
-        require(nbInputs == 1 && nbOutputs == 1 && nbShapeInputs == 0, "expected 1 input, 1 output, no shape input");
+        checkCounts(nbInputs, nbOutputs);
+        require(nbShapeInputs == 0, "expected no shape input");
         require(inputs != nullptr && outputs != nullptr, "null shape arrays");
         outputs[0] = inputs[0];
         return 0;
@@ -98,7 +99,8 @@ bool ScaleBiasPlugin::supportsFormatCombination(
 {
     try
     {
-        require(nbInputs == 1 && nbOutputs == 1 && inOut != nullptr && pos >= 0 && pos < 2, "bad arguments");
+        checkCounts(nbInputs, nbOutputs);
+        require(inOut != nullptr && pos >= 0 && pos < 2, "bad arguments");
         return inOut[pos].desc.format == TensorFormat::kLINEAR && inOut[pos].desc.type == DataType::kFLOAT;
     }
     catch (...)
@@ -106,11 +108,6 @@ bool ScaleBiasPlugin::supportsFormatCombination(
         logCaught("TestScaleBias::supportsFormatCombination");
     }
     return false;
-}
-
-int32_t ScaleBiasPlugin::getNbOutputs() const noexcept
-{
-    return 1;
 }
 
 size_t ScaleBiasPlugin::getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* /* inputs */,
@@ -126,7 +123,8 @@ int32_t ScaleBiasPlugin::onShapeChange(
     try
     {
         require(in != nullptr && out != nullptr, "null tensor descriptions");
-        checkIO(in[0], out[0], nbInputs, nbOutputs);
+        checkCounts(nbInputs, nbOutputs);
+        checkIO(in[0], out[0]);
         return 0;
     }
     catch (...)
@@ -144,7 +142,7 @@ int32_t ScaleBiasPlugin::enqueue(nvinfer1::PluginTensorDesc const* inputDesc,
     {
         require(inputDesc != nullptr && outputDesc != nullptr && inputs != nullptr && outputs != nullptr,
             "null tensor descriptions or buffers");
-        checkIO(inputDesc[0], outputDesc[0], 1, 1);
+        checkIO(inputDesc[0], outputDesc[0]);
         int64_t count = 1;
         for (int32_t i = 0; i < inputDesc[0].dims.nbDims; ++i)
         {
@@ -161,6 +159,16 @@ int32_t ScaleBiasPlugin::enqueue(nvinfer1::PluginTensorDesc const* inputDesc,
         logCaught("TestScaleBias::enqueue");
     }
     return kERROR_STATUS;
+}
+
+void ScaleBiasPlugin::checkCounts(int32_t nbInputs, int32_t nbOutputs)
+{
+    require(nbInputs == 1 && nbOutputs == 1, "expected 1 input and 1 output");
+}
+
+char const* ScaleBiasPlugin::inputName(int32_t /* index */) noexcept
+{
+    return "x";
 }
 
 void ScaleBiasPlugin::addFieldsToSerialize(std::vector<PluginField>& fields)

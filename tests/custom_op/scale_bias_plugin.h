@@ -1,5 +1,6 @@
 // TestScaleBias as a TensorRT IPluginV3 (the test op of tests/custom_op): y = x * scale + bias, float32, LINEAR,
-// any shape. Built on plugins/common/plugin_base.h like the library's own ops; the kernel is scale_bias.cu.
+// any shape. Built on plugins/common/plugin_base.h like the library's own ops; the kernel is scale_bias.cu, float32
+// only, so the type rules of the base (float32, float16, bfloat16) are narrowed here.
 #pragma once
 
 #include "NvInferRuntime.h"
@@ -31,7 +32,6 @@ public:
         nvinfer1::IExprBuilder& exprBuilder) noexcept override;
     bool supportsFormatCombination(int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs,
         int32_t nbOutputs) noexcept override;
-    int32_t getNbOutputs() const noexcept override;
     size_t getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
         nvinfer1::DynamicPluginTensorDesc const* outputs, int32_t nbOutputs) const noexcept override;
     int32_t onShapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out,
@@ -42,6 +42,8 @@ public:
 private:
     friend class PluginV3Base<ScaleBiasPlugin>;
     void addFieldsToSerialize(std::vector<nvinfer1::PluginField>& fields);
+    static void checkCounts(int32_t nbInputs, int32_t nbOutputs);
+    static char const* inputName(int32_t index) noexcept;
 
     float mScale;
     float mBias;

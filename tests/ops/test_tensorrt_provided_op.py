@@ -10,13 +10,14 @@ import pytest
 import torch
 
 import torchtrt_ext
+from torchtrt_ext import _native, cli
 from tests.backend.conftest import ConvL2Norm, rtx  # noqa: F401 (the rtx fixture)
 from tests.helpers import node_attrs, rel_err, run_onnx
 from torchtrt_ext.backend import plugins
-from torchtrt_ext.backend.adapter import TRTApi
+from torchtrt_ext.backend.adapter import TRTApi, load_backend
 from torchtrt_ext.backend.engine import Engine, EngineMetadata
 from torchtrt_ext.backend.plugin_plan import OpPlan
-from torchtrt_ext.errors import BuildError
+from torchtrt_ext.errors import BuildError, LibraryNotFoundError
 from torchtrt_ext.ops import PROVIDER_OURS, PROVIDER_TENSORRT, Decomposer, OpSpec, PluginRef, define_op
 
 
@@ -42,11 +43,30 @@ class WithBoth(torch.nn.Module):
         return RELU_TRT(self.head(x) - 0.1)
 
 
+class _Registry:
+    """What the stand-in's plugin registry holds once TensorRT's plugin library is registered."""
+
+    def __init__(self, creators: set[tuple[str, str, str]]) -> None:
+        self.creators = creators
+
+    def get_creator(self, name: str, version: str, namespace: str) -> object | None:
+        return object() if (name, version, namespace) in self.creators else None
+
+
+class _ILogger:
+    Severity = types.SimpleNamespace(INTERNAL_ERROR=0, ERROR=1, WARNING=2, INFO=3, VERBOSE=4)
+
+
 def _stand_in_tensorrt(with_plugin_library: bool) -> TRTApi:
-    """A stand-in TensorRT module (our orchestration only): it has, or lacks, init_libnvinfer_plugins."""
-    module = types.SimpleNamespace(__version__="10.13.0")
+    """A stand-in TensorRT module (our orchestration only): its own plugin library registers TestRelu_TRT, or it has
+    no plugin library at all."""
+    module = types.ModuleType("tensorrt")  # a module, as TensorRT is (hashable: the api keys caches)
+    module.__version__ = "10.13.0"
     if with_plugin_library:
+        registry = _Registry({("TestRelu_TRT", "1", "")})
         module.init_libnvinfer_plugins = lambda logger, namespace: True
+        module.get_plugin_registry = lambda: registry
+        module.ILogger = _ILogger  # init_libnvinfer_plugins is handed our logger
     return TRTApi("tensorrt", module)
 
 
@@ -88,7 +108,7 @@ def test_auto_decomposes_it_where_tensorrt_has_no_plugin_library(exported: onnx.
     assert {op.op_type: op.route for op in plan.ops} == {"L2Norm": "cpp", "TestRelu_TRT": "decompose"}
     prepared = plugins.prepare_graph(exported, plan)
     assert [n.op_type for n in prepared.graph.node if n.domain == "torchtrt_ext"] == ["L2Norm"]
-    with pytest.raises(BuildError, match="need TensorRT's own plugin library"):
+    with pytest.raises(BuildError, match="needs plugin ::TestRelu_TRT:1 from TensorRT's own plugin library"):
         plugins.resolve_plugin_plan("cpp", _stand_in_tensorrt(False), exported)
 
 
@@ -98,12 +118,20 @@ def test_decompose_mode_decomposes_both(exported: onnx.ModelProto) -> None:
 
 
 def test_recorded_per_op_in_a_real_engine(rtx: str, exported: onnx.ModelProto, tmp_path: Path) -> None:
-    """TensorRT-RTX (real builder) takes no plugins: both ops are decomposed, and the engine file says so per op."""
+    """TensorRT-RTX (real builder) registers no TestRelu_TRT creator, so that op is decomposed, while L2Norm takes our
+    C++ plugin where the library is built (else it is decomposed too); the engine file says so per op."""
+    try:
+        _native.plugin_library_path()
+        ours = "cpp"
+    except LibraryNotFoundError:
+        ours = "decompose"
     engine = torchtrt_ext.build_engine(exported, backend=rtx, progress=False)
     path = engine.save(tmp_path / "both.engine")
     ops = {op.op_type: op for op in Engine.load(path).metadata.plugin_ops}
     assert ops["TestRelu_TRT"] == OpPlan(PluginRef("TestRelu_TRT", "1", "", PROVIDER_TENSORRT), "decompose")
-    assert ops["L2Norm"] == OpPlan(PluginRef("L2Norm", "1", "torchtrt_ext", PROVIDER_OURS), "decompose")
+    assert ops["L2Norm"] == OpPlan(PluginRef("L2Norm", "1", "torchtrt_ext", PROVIDER_OURS), ours)
+    table = cli._engine_table(Engine.load(path).metadata)  # what torchtrt-ext inspect prints for the engine
+    assert "plugin ::TestRelu_TRT:1 (tensorrt): decompose" in table.splitlines()
 
 
 def test_the_metadata_record_is_read_back_by_one_function(exported: onnx.ModelProto, cpp_library: Path) -> None:
@@ -115,3 +143,18 @@ def test_the_metadata_record_is_read_back_by_one_function(exported: onnx.ModelPr
     assert again.plugin_ops == plan.ops
     read = plugins.plan_from_metadata(again)
     assert read.ops == plan.ops and read.library == cpp_library and read.library_sha256 == plan.library_sha256
+
+
+def test_an_engine_from_before_the_per_op_record_reads_as_one_route(cpp_library: Path) -> None:
+    metadata = EngineMetadata(inputs=(), outputs=(), profiles=(), build={}, backend="tensorrt", trt_version="10.13.0",
+                              plugins=("torchtrt_ext::L2Norm:1",), plugin_mode="cpp")
+    assert plugins.recorded_ops(metadata) == (OpPlan(PluginRef("L2Norm", "1", "torchtrt_ext"), "cpp"),)
+    assert plugins.plan_from_metadata(metadata).library == cpp_library
+
+
+def test_tensorrt_rtx_real_registry_is_asked_per_plugin(rtx: str) -> None:
+    """TensorRT-RTX's real init_libnvinfer_plugins and registry: it registers ROIAlign_TRT 2 (an IPluginCreatorV3One,
+    which its parser imports) but no EfficientNMS_TRT, so an op bound to the latter is decomposed there."""
+    api = load_backend(rtx)
+    assert api.tensorrt_plugin_creator("ROIAlign_TRT", "2", "") is not None
+    assert api.tensorrt_plugin_creator("EfficientNMS_TRT", "1", "") is None

@@ -31,6 +31,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from torchtrt_ext._progress import Counter
 from torchtrt_ext.backend.rtx_alias import ensure_rtx_linker_name
 from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, MissingDependencyError, failure
 
@@ -131,15 +132,15 @@ class TRTApi:
                 "(pip install -e .)"))
         _LOADED_LIBRARIES.add(key)
 
-    @property
-    def has_tensorrt_plugins(self) -> bool:
-        """Whether TensorRT's own plugin library (libnvinfer_plugin: EfficientNMS_TRT, ...) can be registered."""
-        return not self.is_rtx and hasattr(self.trt, "init_libnvinfer_plugins")  # RTX imports no V2 plugins
-
-    def init_tensorrt_plugins(self) -> None:
-        """Register TensorRT's own plugin creators (namespace "") in the plugin registry."""
-        if not self.trt.init_libnvinfer_plugins(self.make_logger(), ""):
-            raise RuntimeError("init_libnvinfer_plugins returned False")
+    def tensorrt_plugin_creator(self, name: str, version: str, namespace: str) -> Any:
+        """The creator TensorRT's own plugin library (libnvinfer_plugin: EfficientNMS_TRT, ...) registers as
+        (name, version, namespace), or None: where plugins are refused, where that library is missing, or where it
+        has no such plugin (TensorRT-RTX registers a few creators, not NVIDIA's plugin set)."""
+        if not hasattr(self.trt, "init_libnvinfer_plugins"):
+            return None
+        if not _tensorrt_plugins_registered(self):
+            return None
+        return self.trt.get_plugin_registry().get_creator(name, version, namespace)
 
     def make_logger(self, records: list[tuple[str, str]] | None = None) -> trt_t.ILogger:
         """An ILogger forwarding TensorRT messages to Python logging ("torchtrt_ext.backend").
@@ -158,6 +159,15 @@ class TRTApi:
         """A TensorRT Dims from a shape tuple."""
         dims: trt_t.Dims = self.trt.Dims(list(shape))
         return dims
+
+
+@functools.lru_cache(maxsize=None)
+def _tensorrt_plugins_registered(api: TRTApi) -> bool:
+    """Register TensorRT's own plugin creators (namespace "") once per process; False when TensorRT refuses."""
+    registered = bool(api.trt.init_libnvinfer_plugins(api.make_logger(), ""))
+    if not registered:
+        log.warning("%s %s: init_libnvinfer_plugins failed; its plugins are not available", api.name, api.version)
+    return registered
 
 
 def _make_logger(trt: Any, records: list[tuple[str, str]] | None) -> Any:
@@ -185,6 +195,7 @@ def _make_logger(trt: Any, records: list[tuple[str, str]] | None) -> Any:
 def _make_progress_monitor(trt: Any, stream: Any) -> Any:
     base: Any = trt.IProgressMonitor
     started: dict[str, float] = {}
+    counters: dict[str, Counter] = {}
     lock = threading.Lock()
 
     class _Progress(base):  # type: ignore[misc]
@@ -194,6 +205,7 @@ def _make_progress_monitor(trt: Any, stream: Any) -> Any:
         def phase_start(self, phase_name: str, parent_phase: str | None, num_steps: int) -> None:
             with lock:
                 started[phase_name] = time.monotonic()
+                counters[phase_name] = Counter(phase_name, num_steps, stream=stream)
             if parent_phase is None:
                 print(f"[torchtrt_ext] {phase_name} ...", file=stream, flush=True)
             else:
@@ -202,12 +214,17 @@ def _make_progress_monitor(trt: Any, stream: Any) -> Any:
         def phase_finish(self, phase_name: str) -> None:
             with lock:
                 t0 = started.pop(phase_name, None)
+                counters.pop(phase_name, None)
             seconds = time.monotonic() - t0 if t0 is not None else 0.0
             log.debug("build phase %s finished in %.2f s", phase_name, seconds)
             if not started:  # a top-level phase ended
                 print(f"[torchtrt_ext] {phase_name} done ({seconds:.1f} s)", file=stream, flush=True)
 
         def step_complete(self, phase_name: str, step: int) -> bool:
+            with lock:
+                counter = counters.get(phase_name)
+            if counter is not None:
+                counter.step()  # a line every few seconds in a long phase (kernel tactics), nothing in a quick one
             return True  # never cancel
 
     return _Progress()

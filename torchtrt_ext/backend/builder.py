@@ -6,7 +6,7 @@ The steps compose, each a small function (in the manner of Polygraphy's loaders)
    work), the profiles and the settings: everything the engine cache keys on, cheap;
 2. ``graph_for_build``: precision transform -> decompose / complete inputs as planned;
 3. ``network_from_onnx``: load the planned plugins and parse (the doctor reuses this step);
-4. ``configure``: workspace, precision flags, profiles, timing cache, progress, embedded plugins;
+4. ``configure``: workspace, CUDA-graph capture flags, profiles, timing cache, progress, embedded plugins;
 5. ``engine_from_network``: build and serialize; ``build_from_plan`` chains 2-5 into an ``Engine`` with metadata.
 
 Caching is a separate step (``torchtrt_ext.cache.cached_build_engine``, on the same ``BuildPlan``), so
@@ -27,7 +27,8 @@ import onnx
 import torch
 
 from torchtrt_ext.backend.adapter import TRTApi, load_backend
-from torchtrt_ext.backend.engine import TRT_DTYPE_NAMES, Engine, EngineMetadata, TensorInfo, atomic_write
+from torchtrt_ext._files import atomic_write
+from torchtrt_ext.backend.engine import TRT_DTYPE_NAMES, Engine, EngineMetadata, TensorInfo
 from torchtrt_ext.backend.plugin_plan import PluginPlan
 from torchtrt_ext.backend.plugins import load_plugins, prepare_graph, resolve_plugin_plan
 from torchtrt_ext.passes.precision import PrecisionResult, apply_precision, check_precision
@@ -40,6 +41,8 @@ from torchtrt_ext.backend.profiles import (
     profiles_for_graph,
 )
 from torchtrt_ext.errors import BuildError, InvalidInputError, OnnxParseError, failure
+from torchtrt_ext.ops._spec import DOMAIN
+from torchtrt_ext.passes.onnx_util import read_onnx
 
 if TYPE_CHECKING:
     import tensorrt as trt_t
@@ -58,19 +61,8 @@ _BUILD_REMEDY = ("for 'could not find any implementation': try precision='fp32' 
 
 
 def load_onnx(source: OnnxSource) -> onnx.ModelProto:
-    """A ModelProto from a ModelProto, a path, or serialized bytes."""
-    if isinstance(source, onnx.ModelProto):
-        return source
-    if isinstance(source, (bytes, bytearray)):
-        return onnx.load_from_string(bytes(source))
-    if isinstance(source, (str, os.PathLike)):
-        path = Path(source)
-        if not path.is_file():
-            raise InvalidInputError(failure(f"ONNX file {path} does not exist", "a path to a .onnx file",
-                                            "check the path, or pass the onnx.ModelProto itself"))
-        return onnx.load(str(path))
-    raise InvalidInputError(failure(f"build_engine got a {type(source).__name__}", "an onnx.ModelProto, a path or "
-                                    "bytes", "export first: torchtrt_ext.export_onnx(model, example_inputs)"))
+    """A ModelProto from a ModelProto, a path, or serialized bytes (``passes.onnx_util.read_onnx``)."""
+    return read_onnx(source, "build_engine's model")
 
 
 def graph_inputs(model: onnx.ModelProto) -> dict[str, GraphShape]:
@@ -164,15 +156,28 @@ def graph_for_build(build: BuildPlan) -> PrecisionResult:
 def build_from_plan(build: BuildPlan, *, timing_cache: str | os.PathLike[str] | None = None, progress: bool = True,
                     output_tree: dict[str, Any] | None = None) -> Engine:
     """Steps 2-5: the engine of a ``BuildPlan``, with its metadata (the plan recorded per op)."""
-    api, plan = build.api, build.plan
-    typed = graph_for_build(build)
     try:
-        plan_bytes, inputs, outputs = _steps_3_to_5(build, typed, timing_cache=timing_cache, progress=progress)
-    except BuildError as exc:
-        # Free the builder, network and parser now: a traceback kept by the caller would free them later, possibly
-        # inside another build's logger callback, where TensorRT-RTX's destructor waits on a lock that build holds.
+        return _engine_of(build, timing_cache=timing_cache, progress=progress, output_tree=output_tree)
+    except BaseException as exc:
+        # The failed build's builder, network and parser would live on in the traceback's frames; when a later
+        # garbage collection frees them from inside another build's Python callback (logger, progress monitor),
+        # TensorRT-RTX deadlocks on its own lock (seen: IBuilder dealloc under gc in a test run). Free them now.
         traceback.clear_frames(exc.__traceback__)
         raise
+
+
+def _engine_of(build: BuildPlan, *, timing_cache: str | os.PathLike[str] | None, progress: bool,
+               output_tree: dict[str, Any] | None) -> Engine:
+    api, plan = build.api, build.plan
+    typed = graph_for_build(build)
+    records: list[tuple[str, str]] = []
+    logger = api.make_logger(records)
+    builder, network = network_from_onnx(api, typed.model, plan, logger, records)
+    config = configure(api, builder, network, build.profiles, plan, workspace=build.workspace,
+                       timing_cache=timing_cache, progress=progress, embed=build.embed_plugins)
+    plan_bytes = engine_from_network(api, builder, network, config, records, timing_cache=timing_cache)
+    inputs = tuple(_info(network.get_input(i)) for i in range(network.num_inputs))
+    outputs = tuple(_info(network.get_output(i)) for i in range(network.num_outputs))
     gpu_name, cc = current_gpu()
     from torchtrt_ext import __version__ as ours
     metadata = EngineMetadata(
@@ -181,21 +186,6 @@ def build_from_plan(build: BuildPlan, *, timing_cache: str | os.PathLike[str] | 
         plugin_mode=plan.mode, plugin_ops=plan.ops, plugin_library_sha256=plan.library_sha256,
         plugins_embedded=build.embed_plugins, output_tree=output_tree, torchtrt_ext_version=ours)
     return Engine(plan_bytes, metadata)
-
-
-def _steps_3_to_5(build: BuildPlan, typed: PrecisionResult, *, timing_cache: str | os.PathLike[str] | None,
-                  progress: bool) -> tuple[bytes, tuple[TensorInfo, ...], tuple[TensorInfo, ...]]:
-    """Parse, configure and build: the serialized plan with the network's inputs and outputs."""
-    api, plan = build.api, build.plan
-    records: list[tuple[str, str]] = []
-    logger = api.make_logger(records)
-    builder, network = network_from_onnx(api, typed.model, plan, logger, records)
-    config = configure(api, builder, network, typed, build.profiles, plan, workspace=build.workspace,
-                       timing_cache=timing_cache, progress=progress, embed=build.embed_plugins)
-    plan_bytes = engine_from_network(api, builder, network, config, records, timing_cache=timing_cache)
-    inputs = tuple(_info(network.get_input(i)) for i in range(network.num_inputs))
-    outputs = tuple(_info(network.get_output(i)) for i in range(network.num_outputs))
-    return plan_bytes, inputs, outputs
 
 
 def build_engine(onnx_model_or_path: OnnxSource, *, backend: str = "tensorrt", precision: str = "fp32",
@@ -225,12 +215,14 @@ def build_engine(onnx_model_or_path: OnnxSource, *, backend: str = "tensorrt", p
 
 @dataclasses.dataclass(frozen=True)
 class ParserError:
-    """One error of TensorRT's ONNX parser: the failing node's name and op_type, the error code name, the text."""
+    """One error of TensorRT's ONNX parser: the failing node's name and op_type, the error code name, the text, and
+    the node's domain where it is not the standard one."""
 
     node: str
     op_type: str
     code: str
     desc: str
+    domain: str = ""  # the node's domain where it is not the standard one (e.g. a custom op's)
 
 
 def parser_errors(parser: trt_t.OnnxParser, model: onnx.ModelProto) -> list[ParserError]:
@@ -242,7 +234,8 @@ def parser_errors(parser: trt_t.OnnxParser, model: onnx.ModelProto) -> list[Pars
         node = model.graph.node[index] if 0 <= index < len(model.graph.node) else None
         name = error.node_name() or (node.name if node is not None else "") or f"#{index}"
         op_type = error.node_operator() or (node.op_type if node is not None else "?")
-        errors.append(ParserError(name, op_type, error.code().name, error.desc().strip()))
+        domain = node.domain if node is not None and node.domain not in ("", "ai.onnx") else ""
+        errors.append(ParserError(name, op_type, error.code().name, error.desc().strip(), domain))
     return errors
 
 
@@ -260,19 +253,24 @@ def network_from_onnx(api: TRTApi, model: onnx.ModelProto, plan: PluginPlan, log
     if parser.parse(model.SerializeToString()):
         return builder, network
     errors = parser_errors(parser, model)
-    listed = "\n".join(f"  - node {e.node} ({e.op_type}): {e.desc}" for e in errors)
+    listed = "\n".join(f"  - node {e.node} ({e.domain + '::' if e.domain else ''}{e.op_type}): {e.desc}"
+                       for e in errors)
     said = f"\nTensorRT said:\n{_said(records)}" if records is not None else ""
+    # plugins='decompose' replaces torchtrt_ext nodes only: for nodes of other custom domains alone, it cannot help.
+    foreign = bool(errors) and all(e.domain and e.domain != DOMAIN for e in errors)
+    remedy = _PARSER_REMEDY if not foreign else _PARSER_REMEDY.replace(
+        "decompose it (plugins='decompose')", "register it as a torchtrt_ext op with a decomposition (ops.OpSpec)")
     raise OnnxParseError(f"{api.name} {api.version} could not parse the ONNX graph; failing nodes:\n"
                          f"{listed or _NO_FAILING_NODE}{said}",
                          expected="nodes TensorRT's ONNX parser supports, or plugin nodes whose plugin is loaded",
-                         remedy=_PARSER_REMEDY, nodes=tuple(errors))
+                         remedy=remedy, nodes=tuple(errors))
 
 
-def configure(api: TRTApi, builder: trt_t.Builder, network: trt_t.INetworkDefinition, typed: PrecisionResult,
-              profiles: Sequence[Profile], plan: PluginPlan, *, workspace: int | None,
-              timing_cache: str | os.PathLike[str] | None, progress: bool, embed: bool) -> trt_t.IBuilderConfig:
-    """Step 4: the builder config: workspace, weak-typing precision flags (TensorRT 10.x), profiles, timing cache,
-    progress monitor, the plugin library to embed."""
+def configure(api: TRTApi, builder: trt_t.Builder, network: trt_t.INetworkDefinition, profiles: Sequence[Profile],
+              plan: PluginPlan, *, workspace: int | None, timing_cache: str | os.PathLike[str] | None, progress: bool,
+              embed: bool) -> trt_t.IBuilderConfig:
+    """Step 4: the builder config: workspace, the flags that let the engine be captured in CUDA graphs, profiles,
+    timing cache, progress monitor, the plugin library to embed."""
     trt = api.trt
     config: trt_t.IBuilderConfig = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace or default_workspace())

@@ -15,11 +15,11 @@ import hashlib
 import json
 import os
 import struct
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from torchtrt_ext._files import atomic_write
 from torchtrt_ext.backend.plugin_plan import OpPlan
 from torchtrt_ext.backend.profiles import Profile
 from torchtrt_ext.errors import CorruptEngineError, EngineCompatibilityError, InvalidInputError, failure
@@ -179,15 +179,18 @@ class Engine:
     @classmethod
     def from_bytes(cls, data: bytes, *, source: str = "<bytes>") -> Engine:
         """Parse an engine file's bytes; CorruptEngineError when anything does not add up."""
-        def corrupt(why: str) -> CorruptEngineError:
+        def corrupt(why: str, remedy: str = "rebuild it (delete the file; the cache rebuilds on its own)"
+                    ) -> CorruptEngineError:
             return CorruptEngineError(failure(f"{source} is not a valid torchtrt_ext engine file: {why}",
-                                              "a file written by Engine.save / TRTModule.save",
-                                              "rebuild it (delete the file; the cache rebuilds on its own)"))
+                                              "a file written by Engine.save / TRTModule.save", remedy))
+        head = bytes(data[:len(MAGIC)])
+        if head != MAGIC[:len(head)]:  # a short prefix of MAGIC is a truncated engine file, anything else is not one
+            raise corrupt(f"starts with {head!r}, not {MAGIC!r} (not an engine file)",
+                          "pass an engine file written by Engine.save or 'torchtrt-ext build'; to make one from an "
+                          "ONNX model, call build_engine(path) (torchtrt-ext build model.onnx -o model.engine)")
         if len(data) < _HEADER.size + _DIGEST:
             raise corrupt(f"only {len(data)} bytes")
         magic, meta_len, plan_len = _HEADER.unpack_from(data)
-        if magic != MAGIC:
-            raise corrupt(f"starts with {magic!r}, not {MAGIC!r}")
         if _HEADER.size + meta_len + plan_len + _DIGEST != len(data):
             raise corrupt(f"sizes in the header ({meta_len} + {plan_len}) do not match the file ({len(data)} bytes)")
         body = data[_HEADER.size:_HEADER.size + meta_len + plan_len]
@@ -226,23 +229,3 @@ def is_engine_file(path: str | os.PathLike[str]) -> bool:
         return False
 
 
-def atomic_write(target: Path, data: bytes) -> None:
-    """Write ``data`` to ``target`` so readers see the old file or the whole new one, never a partial file."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with_suppressed_unlink(tmp)
-        raise
-
-
-def with_suppressed_unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass

@@ -11,9 +11,10 @@ picks the route of our own ops:
   holds one of the two (see ``load_plugins``).
 
 An op bound to a plugin TensorRT itself provides (``provider="tensorrt"``, e.g. ``EfficientNMS_TRT``) takes TensorRT's
-plugin library (route ``"tensorrt"``) unless ``plugins="decompose"``; ``"auto"`` decomposes it where that library is
-missing. TensorRT-RTX's ONNX parser imports only plugins whose creator is an ``IPluginCreatorV3One`` (our C++ library),
-not the ``tensorrt.plugin`` Python creators, so with that backend ``"python"`` raises before the parser sees the graph.
+plugin library (route ``"tensorrt"``) unless ``plugins="decompose"``; ``"auto"`` decomposes it where TensorRT's
+registry has no such creator (TensorRT-RTX ships almost none of them). TensorRT-RTX's ONNX parser imports only plugins
+whose creator is an ``IPluginCreatorV3One`` (our C++ library), not the ``tensorrt.plugin`` Python creators, so with that
+backend ``"python"`` raises before the parser sees the graph.
 """
 from __future__ import annotations
 
@@ -96,9 +97,9 @@ def auto_route(ref: PluginRef, api: TRTApi | None, backend: str) -> tuple[str | 
     """The plugin route ``plugins="auto"`` gives the op ``ref`` on ``backend`` (``api``: its loaded TensorRT, None
     where it is not installed): (route, how), or (None, why no plugin serves it). What the doctor reports."""
     if ref.provider == PROVIDER_TENSORRT:
-        if api is not None and api.has_tensorrt_plugins:
+        if api is not None and _served_by_tensorrt(api, ref):
             return "tensorrt", f"TensorRT's own plugin library ({api.name} {api.version})"
-        return None, f"TensorRT's own plugin library (libnvinfer_plugin), which {backend} does not provide here"
+        return None, f"plugin {ref.id} of TensorRT's own plugin library, which {backend} does not register here"
     if backend == "tensorrt_rtx":
         try:
             return "cpp", f"C++ plugin library {_native.plugin_library_path()}"
@@ -149,19 +150,25 @@ def _our_route(requested: str, api: TRTApi, refs: tuple[PluginRef, ...]) -> tupl
     return route, library
 
 
-def _tensorrt_route(requested: str, api: TRTApi, refs: tuple[PluginRef, ...]) -> str:
-    """The route of ops whose plugin TensorRT's own plugin library provides."""
+def _served_by_tensorrt(api: TRTApi, ref: PluginRef) -> bool:
+    """Whether TensorRT's own plugin library registers the creator ``ref`` names, here."""
+    return api.tensorrt_plugin_creator(ref.name, ref.version, ref.namespace) is not None
+
+
+def _tensorrt_route(requested: str, api: TRTApi, ref: PluginRef) -> str:
+    """The route of an op whose plugin TensorRT's own plugin library provides."""
     if requested == "decompose":
         return "decompose"
-    if api.has_tensorrt_plugins:
+    if _served_by_tensorrt(api, ref):
         return "tensorrt"
     if requested == "auto":
-        log.info("plugins='auto': %s has no TensorRT plugin library, decomposing %s", api.name, _names(refs))
+        log.info("plugins='auto': %s %s has no plugin %s in its own plugin library, decomposing it", api.name,
+                 api.version, ref.id)
         return "decompose"
     raise BuildError(failure(
-        f"plugins={requested!r}: {_names(refs)} need TensorRT's own plugin library, which {api.name} {api.version} "
-        "does not have", "a TensorRT with libnvinfer_plugin (tensorrt.init_libnvinfer_plugins)",
-        "pass plugins='decompose' (or 'auto')"))
+        f"plugins={requested!r}: {ref.name} needs plugin {ref.id} from TensorRT's own plugin library, which "
+        f"{api.name} {api.version} does not register here", "a TensorRT whose libnvinfer_plugin provides it",
+        "pass plugins='decompose' (or 'auto', which decomposes it)"))
 
 
 def resolve_plugin_plan(requested: str, api: TRTApi, model: onnx.ModelProto) -> PluginPlan:
@@ -180,11 +187,11 @@ def resolve_plugin_plan(requested: str, api: TRTApi, model: onnx.ModelProto) -> 
     if not refs:
         return PluginPlan("none")
     ours = tuple(r for r in refs if r.provider == PROVIDER_OURS)
-    theirs = tuple(r for r in refs if r.provider == PROVIDER_TENSORRT)
     our_route, library = _our_route(requested, api, ours) if ours else ("", None)
-    their_route = _tensorrt_route(requested, api, theirs) if theirs else ""
-    ops = tuple(OpPlan(r, our_route if r.provider == PROVIDER_OURS else their_route) for r in refs)
-    return PluginPlan(our_route or their_route, library, file_sha256(library) if library else None, ops)
+    ops = tuple(OpPlan(r, our_route if r.provider == PROVIDER_OURS else _tensorrt_route(requested, api, r))
+                for r in refs)
+    mode = our_route or ("tensorrt" if any(op.route == "tensorrt" for op in ops) else "decompose")
+    return PluginPlan(mode, library, file_sha256(library) if library else None, ops)
 
 
 def resolve_plugin_mode(requested: str, api: TRTApi, model: onnx.ModelProto) -> PluginPlan:
@@ -199,9 +206,7 @@ def plan_from_metadata(metadata: EngineMetadata) -> PluginPlan:
     An engine whose C++ plugins are not embedded points at this machine's plugin library (a warning when it differs
     from the one the engine was built with). Raises LibraryNotFoundError when that library is not built here.
     """
-    ops = metadata.plugin_ops
-    if not ops and metadata.plugin_mode in ("cpp", "python"):  # written before the per-op record existed
-        ops = tuple(OpPlan(PluginRef(*_split_id(i)), metadata.plugin_mode) for i in metadata.plugins)
+    ops = recorded_ops(metadata)
     library = None
     digest = metadata.plugin_library_sha256
     if any(op.route == "cpp" for op in ops) and not metadata.plugins_embedded:
@@ -212,6 +217,14 @@ def plan_from_metadata(metadata: EngineMetadata) -> PluginPlan:
                         "with %s...); if loading fails, rebuild the engine", library, digest[:12],
                         metadata.plugin_library_sha256[:12])
     return PluginPlan(metadata.plugin_mode, library, digest, ops)
+
+
+def recorded_ops(metadata: EngineMetadata) -> tuple[OpPlan, ...]:
+    """The per-op plan an engine's metadata records (for an engine written before that record: its plugin ids with
+    the one recorded mode)."""
+    if metadata.plugin_ops or metadata.plugin_mode not in ("cpp", "python"):
+        return tuple(metadata.plugin_ops)
+    return tuple(OpPlan(PluginRef(*_split_id(i)), metadata.plugin_mode) for i in metadata.plugins)
 
 
 def _split_id(plugin_id: str) -> tuple[str, str, str]:
@@ -257,8 +270,12 @@ def load_plugins(api: TRTApi, plan: PluginPlan) -> None:
         _load_library_once(api, str(plan.library))
     if "python" in routes:
         _register_python_once()
-    if "tensorrt" in routes:
-        _init_tensorrt_plugins_once(api)
+    missing = [op.plugin.id for op in plan.ops if op.route == "tensorrt" and not _served_by_tensorrt(api, op.plugin)]
+    if missing:
+        raise LibraryNotFoundError(failure(
+            f"{api.name} {api.version} does not register {missing} from its own plugin library",
+            "TensorRT's libnvinfer_plugin next to libnvinfer, with those plugins",
+            "install a TensorRT that ships them, or rebuild with plugins='decompose'"))
 
 
 def registered_plugin_mode(api: TRTApi, refs: Iterable[PluginRef]) -> str | None:
@@ -289,17 +306,6 @@ def _load_library_once(api: TRTApi, path: str) -> None:
         raise LibraryNotFoundError(failure(
             f"TensorRT could not load the plugin library {path}: {exc}",
             "a plugin library built against this TensorRT version", "rebuild it here: pip install -e .")) from exc
-
-
-@functools.lru_cache(maxsize=None)
-def _init_tensorrt_plugins_once(api: TRTApi) -> None:
-    try:
-        api.init_tensorrt_plugins()
-    except Exception as exc:  # noqa: BLE001 - TensorRT raises plain RuntimeError here
-        raise LibraryNotFoundError(failure(
-            f"{api.name} {api.version} could not register its own plugin library ({exc})",
-            "libnvinfer_plugin next to libnvinfer (pip's tensorrt ships both)",
-            "reinstall TensorRT, or build with plugins='decompose'")) from exc
 
 
 @functools.lru_cache(maxsize=None)

@@ -28,7 +28,13 @@ import onnx
 import torch
 from onnx import helper
 
-from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError, LibraryNotFoundError, OpDefinitionError
+from torchtrt_ext.errors import (
+    InvalidAttributeError,
+    InvalidInputError,
+    LibraryNotFoundError,
+    OpDefinitionError,
+    UnknownOpError,
+)
 
 DOMAIN = "torchtrt_ext"
 DOMAIN_VERSION = 1
@@ -100,9 +106,23 @@ class Attr:
             if any(isinstance(v, bool) or not isinstance(v, (int, float) if elem is float else int) for v in value):
                 raise InvalidAttributeError(f"{op}: argument {self.label} must be a list of {elem.__name__}, got {value!r}")
             value = tuple(elem(v) for v in value)
+        if self.kind in ("float", "floats"):
+            _check_float32(op, self.label, value)
         if self.check is not None and not self.check(value):
             raise InvalidAttributeError(f"{op}: argument {self.label}={value!r} is not allowed. Allowed: {self.allowed}.")
         return value
+
+
+def _check_float32(op: str, label: str, value: float | tuple[float, ...]) -> None:
+    """ONNX and TensorRT keep float attributes as float32: refuse a value float32 turns into 0 or inf."""
+    for v in (value,) if isinstance(value, float) else value:
+        with np.errstate(over="ignore"):
+            as32 = float(np.float32(v))
+        if math.isfinite(v) and (as32 == 0) != (v == 0) or math.isfinite(v) != math.isfinite(as32):
+            raise InvalidAttributeError(
+                f"{op}: argument {label}={v!r} does not survive float32, the type ONNX and TensorRT store float "
+                f"attributes in: it would become {as32!r}. Remedy: pass a value between 1.4e-45 and 3.4e38 in "
+                "magnitude (or 0)")
 
 
 def finite_positive(value: float) -> bool:
@@ -478,7 +498,7 @@ class CustomOp:
                 raise InvalidInputError(f"{spec.name}: input {name!r} must be a torch.Tensor, got {type(t).__name__}")
             if t.dtype not in spec.dtypes:
                 raise InvalidInputError(f"{spec.name}: input {name!r} has dtype {t.dtype}; allowed: "
-                                        f"{[str(d) for d in spec.dtypes]}. Remedy: cast it, e.g. x.float()")
+                                        f"{[str(d) for d in spec.dtypes]}", remedy="cast it, e.g. x.float()")
         attrs = spec.validate_attrs(attrs)
         if spec.prepare is not None:
             present = [t for t in tensors if t is not None]
@@ -560,11 +580,11 @@ def registered_ops() -> dict[str, CustomOp]:
 
 
 def get_op(op_type: str) -> CustomOp:
-    """The defined op whose ONNX op_type is ``op_type``; raises KeyError with the remedy."""
+    """The defined op whose ONNX op_type is ``op_type``; raises UnknownOpError (a KeyError) with the remedy."""
     ops = registered_ops()
     if op_type not in ops:
-        raise KeyError(f"no torchtrt_ext op {op_type!r} is defined in this process (known: {sorted(ops)}). "
-                       "Remedy: import the module that defines it (define_op) before exporting or decomposing")
+        raise UnknownOpError(f"no torchtrt_ext op {op_type!r} is defined in this process (known: {sorted(ops)})",
+                             remedy="import the module that defines it (define_op) before exporting or decomposing")
     return ops[op_type]
 
 

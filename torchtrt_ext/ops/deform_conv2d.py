@@ -155,7 +155,7 @@ def _known(*dims: Any) -> bool:
 
 
 def _bad(arg: str, got: str, expected: str, remedy: str) -> InvalidInputError:
-    return InvalidInputError(f"{_NAME}: argument {arg!r} {got}; expected {expected}. Remedy: {remedy}")
+    return InvalidInputError(f"{_NAME}: argument {arg!r} {got}; expected {expected}", remedy=remedy)
 
 
 def _prepare(shapes: list[tuple], dtypes: list[torch.dtype], stride: tuple, padding: tuple, dilation: tuple,

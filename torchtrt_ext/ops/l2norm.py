@@ -29,8 +29,8 @@ def _cuda(x: torch.Tensor, axis: int, eps: float) -> torch.Tensor:
 def _prepare(shapes: list[tuple], dtypes: list[torch.dtype], axis: int, eps: float) -> dict[str, Any]:
     rank = len(shapes[0])
     if rank < 2:
-        raise InvalidInputError(f"L2Norm: input 'x' must have rank >= 2, got shape {list(shapes[0])}. "
-                                "Remedy: add a batch dimension, e.g. x.unsqueeze(0)")
+        raise InvalidInputError(f"L2Norm: input 'x' must have rank >= 2, got shape {list(shapes[0])}",
+                                remedy="add a batch dimension, e.g. x.unsqueeze(0)")
     if not -rank <= axis < rank:
         raise InvalidAttributeError(f"L2Norm: argument dim={axis} is out of range for a rank-{rank} input. "
                                     f"Allowed: {-rank} to {rank - 1}.")

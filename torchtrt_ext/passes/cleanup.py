@@ -13,7 +13,7 @@ import logging
 import onnx
 import onnx_graphsurgeon as gs
 
-from torchtrt_ext.passes.onnx_util import is_standard_domain
+from torchtrt_ext.passes.onnx_util import OnnxSource, is_standard_domain, read_onnx
 
 LOGGER = logging.getLogger("torchtrt_ext")
 
@@ -59,18 +59,19 @@ def remove_identities(graph: gs.Graph) -> int:
     return removed
 
 
-def cleanup(model: onnx.ModelProto, *, fold_constants: bool = True, infer_shapes: bool = True) -> onnx.ModelProto:
+def cleanup(model: OnnxSource, *, fold_constants: bool = True, infer_shapes: bool = True) -> onnx.ModelProto:
     """Return a tidied copy of ``model``: Identity nodes bypassed, constants and shapes folded, dead nodes and unused
     initializers removed, nodes topologically sorted, and value_info re-inferred (through torchtrt_ext nodes too).
 
     Args:
-        model: the ONNX model; it is not modified.
+        model: the ONNX model (a ModelProto, path or bytes); it is not modified.
         fold_constants: evaluate constant subgraphs (with onnxruntime when installed; without it, only shape
             computations on static shapes are folded). Custom-domain nodes are never evaluated. Default: True.
         infer_shapes: run ``passes.shapes.infer_shapes`` on the result. Default: True.
     """
     from torchtrt_ext.passes.shapes import infer_shapes as _infer
 
+    model = read_onnx(model)
     before = len(model.graph.node)
     graph = gs.import_onnx(_infer(model) if fold_constants else model)  # known shapes let gs fold Shape nodes
     identities = remove_identities(graph)

@@ -7,7 +7,7 @@ import onnx
 
 from torchtrt_ext.errors import InvalidInputError, failure
 from torchtrt_ext.ops._spec import DOMAIN, Decomposer, get_op
-from torchtrt_ext.passes.onnx_util import custom_nodes, default_opset, walk_graphs
+from torchtrt_ext.passes.onnx_util import OnnxSource, custom_nodes, default_opset, read_onnx, walk_graphs
 
 
 def _decomposed(node: onnx.NodeProto, index: int, opset: int) -> list[onnx.NodeProto]:
@@ -22,16 +22,17 @@ def _decomposed(node: onnx.NodeProto, index: int, opset: int) -> list[onnx.NodeP
     return builder.nodes
 
 
-def decompose_custom_ops(model: onnx.ModelProto, *, op_types: Collection[str] | None = None) -> onnx.ModelProto:
+def decompose_custom_ops(model: OnnxSource, *, op_types: Collection[str] | None = None) -> onnx.ModelProto:
     """Return a copy of ``model`` where every torchtrt_ext node is replaced by standard ONNX ops, in subgraphs
     (If/Loop/Scan bodies) too.
 
     The result runs on any ONNX runtime and on TensorRT without our plugins (slower than the plugin).
 
     Args:
-        model: the ONNX model; it is not modified.
+        model: the ONNX model (a ModelProto, path or bytes); it is not modified.
         op_types: decompose only the nodes of these op types. Default: None (every torchtrt_ext node).
     """
+    model = read_onnx(model)
     out = onnx.ModelProto()
     out.CopyFrom(model)
     opset = default_opset(out)

@@ -51,7 +51,7 @@ import onnx_graphsurgeon as gs
 
 from torchtrt_ext.ops._spec import DOMAIN, DOMAIN_VERSION
 from torchtrt_ext.ops.l2norm import SPEC as L2NORM_SPEC
-from torchtrt_ext.passes.onnx_util import FLOAT_TYPES, is_standard_domain
+from torchtrt_ext.passes.onnx_util import FLOAT_TYPES, OnnxSource, is_standard_domain, read_onnx
 
 LOGGER = logging.getLogger("torchtrt_ext")
 
@@ -477,8 +477,9 @@ def find_l2norms(graph: gs.Graph) -> tuple[list[_Match], list[UnfusedL2Norm]]:
     return fusable, unfused
 
 
-def fuse_l2norm_with_report(model: onnx.ModelProto) -> tuple[onnx.ModelProto, L2NormFusionReport]:
+def fuse_l2norm_with_report(model: OnnxSource) -> tuple[onnx.ModelProto, L2NormFusionReport]:
     """``fuse_l2norm``, also returning what was fused and what was deliberately left alone."""
+    model = read_onnx(model)
     graph = gs.import_onnx(model)
     matches, unfused = find_l2norms(graph)
     report = L2NormFusionReport(unfused=unfused)
@@ -500,8 +501,9 @@ def fuse_l2norm_with_report(model: onnx.ModelProto) -> tuple[onnx.ModelProto, L2
     return _rewrite(model, replace, remove), report
 
 
-def fuse_l2norm(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Rewrite every L2 normalization over one axis into one torchtrt_ext L2Norm node; returns a new model.
+def fuse_l2norm(model: OnnxSource) -> onnx.ModelProto:
+    """Rewrite every L2 normalization over one axis of ``model`` (a ModelProto, path or bytes) into one torchtrt_ext
+    L2Norm node; returns a new model.
 
     Logs what was fused, and each near miss left unfused with its reason, to the ``torchtrt_ext`` logger
     (INFO). Use ``fuse_l2norm_with_report`` to get that as data. See the module doc for the spellings.

@@ -103,6 +103,25 @@ def _data_positions(node: onnx.NodeProto, schema: onnx.defs.OpSchema, low: int) 
     return ins, outs
 
 
+def _float_constants(graph: onnx.GraphProto) -> dict[str, onnx.TensorProto]:
+    """Float initializers and Constant-node values by tensor name: converted once to the low type instead of Cast at
+    run time (a run-time Cast would also round a tiny eps to zero)."""
+    values = {i.name: i for i in graph.initializer if i.data_type in FLOAT_TYPES}
+    values.update({n.output[0]: n.attribute[0].t for n in graph.node if n.op_type == "Constant"
+                   and [a.name for a in n.attribute] == ["value"] and n.attribute[0].t.data_type in FLOAT_TYPES})
+    return values
+
+
+def _nonzero_float16(array: np.ndarray) -> np.ndarray:
+    """``array`` in float16, where a nonzero value below float16's range becomes its smallest subnormal (6e-8) with
+    the same sign instead of 0: an eps guarding a division or a root (``x / max(norm, 1e-12)``) must stay nonzero,
+    and the error is no larger than rounding to zero would make."""
+    low = array.astype(np.float16)
+    flushed = (low == 0) & (array != 0)
+    low[flushed] = np.copysign(np.float16(2.0 ** -24), array[flushed]).astype(np.float16)
+    return low
+
+
 def _graph_has_subgraphs(node: onnx.NodeProto) -> bool:
     return any(True for _ in subgraphs(node))
 
@@ -122,7 +141,7 @@ def apply_precision(model: onnx.ModelProto, precision: str) -> PrecisionResult:
     original = _elem_types(inferred)
     opset = default_opset(out) or 17  # a model without a default-domain import: look schemas up at opset 17
     graph = out.graph
-    inits = {i.name: i for i in graph.initializer}
+    constants = _float_constants(graph)
     current = dict(original)  # tensor name -> elem type after our rewrite
     cast_cache: dict[tuple[str, int], str] = {}
     new_nodes: list[onnx.NodeProto] = []
@@ -139,14 +158,14 @@ def apply_precision(model: onnx.ModelProto, precision: str) -> PrecisionResult:
         if key in cast_cache:
             return cast_cache[key]
         new_name = f"{name}__{_SUFFIX[elem]}"
-        if name in inits and name not in {i.name for i in graph.input}:
-            array = numpy_helper.to_array(inits[name]).astype(np.float32)
+        if name in constants and name not in {i.name for i in graph.input}:
+            array = numpy_helper.to_array(constants[name]).astype(np.float32)
             if elem == TensorProto.FLOAT16:
                 limit = float(np.finfo(np.float16).max)
                 if np.abs(array).max(initial=0.0) > limit:
                     clipped.append(name)
                     array = np.clip(array, -limit, limit)
-                tensor = numpy_helper.from_array(array.astype(np.float16), new_name)
+                tensor = numpy_helper.from_array(_nonzero_float16(array), new_name)
             elif elem == TensorProto.BFLOAT16:
                 tensor = helper.make_tensor(new_name, TensorProto.BFLOAT16, array.shape,
                                             array.flatten().tolist())

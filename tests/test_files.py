@@ -1,0 +1,117 @@
+"""The user's files (issue 20, items 6-8): every write is atomic, keeps the mode a plain write would give, and goes
+through symlinks; an engine cache that cannot be written is still read."""
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import onnx
+import pytest
+import torch
+
+import torchtrt_ext
+from torchtrt_ext import deploy
+from torchtrt_ext.errors import InvalidInputError
+from tests.test_deploy import make_engine
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.fixture
+def umask_022() -> Iterator[None]:
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def _write(writer: str, target: Path) -> None:
+    engine = make_engine()
+    if writer == "Engine.save":
+        engine.save(target)
+    else:
+        deploy.export_plan(engine, target)
+
+
+@pytest.mark.parametrize("writer", ["Engine.save", "deploy.export_plan"])
+def test_new_file_gets_the_umask_mode(tmp_path: Path, umask_022: None, writer: str) -> None:
+    target = tmp_path / "model.engine"
+    _write(writer, target)
+    assert _mode(target) == 0o644  # 0o666 & ~0o022, as open(path, "w") gives, not mkstemp's 0o600
+
+
+@pytest.mark.parametrize("writer", ["Engine.save", "deploy.export_plan"])
+def test_replaced_file_keeps_its_mode(tmp_path: Path, umask_022: None, writer: str) -> None:
+    target = tmp_path / "model.engine"
+    target.write_bytes(b"old")
+    target.chmod(0o640)
+    _write(writer, target)
+    assert _mode(target) == 0o640 and target.read_bytes() != b"old"
+
+
+def test_write_through_a_symlink_keeps_the_link(tmp_path: Path) -> None:
+    real = tmp_path / "store" / "model.engine"
+    real.parent.mkdir()
+    real.write_bytes(b"old")
+    link = tmp_path / "current.engine"
+    link.symlink_to(real)
+    make_engine().save(link)
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert real.read_bytes() == make_engine().to_bytes()
+
+
+def test_triton_repository_files_get_the_umask_mode(tmp_path: Path, umask_022: None) -> None:
+    repo = deploy.triton_repository(make_engine(plugins=()), tmp_path / "models", "det", max_batch_size=4,
+                                    print_command=False)
+    assert _mode(repo.plan_path) == 0o644 and _mode(repo.config_path) == 0o644
+
+
+def test_missing_folder_is_an_error_not_created(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match=r"folder .*nowhere does not exist.*Remedy: create the folder"):
+        make_engine().save(tmp_path / "nowhere" / "x.engine")
+    assert not (tmp_path / "nowhere").exists()
+
+
+class Tiny(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(64, 64)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x)
+
+
+def test_failed_export_write_leaves_the_old_file_whole(tmp_path: Path) -> None:
+    """A write that fails half way (here: the file size limit, as with `ulimit -f` or a full disk) must leave the
+    previous export untouched, not a truncated .onnx."""
+    target = tmp_path / "model.onnx"
+    torchtrt_ext.export_onnx(Tiny().eval(), (torch.randn(1, 64),), target)
+    before = target.read_bytes()
+    script = textwrap.dedent(f"""
+        import resource, signal, torch, torchtrt_ext
+        from tests.test_files import Tiny
+        torch.manual_seed(1)
+        model = Tiny().eval()
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write over the limit fails with EFBIG instead of killing
+        resource.setrlimit(resource.RLIMIT_FSIZE, ({len(before) // 2}, resource.RLIM_INFINITY))
+        try:
+            torchtrt_ext.export_onnx(model, (torch.randn(1, 64),), {str(target)!r})
+        except OSError as exc:
+            print("write failed:", exc)
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "write failed" in done.stdout, done.stdout + done.stderr[-2000:]
+    assert target.read_bytes() == before
+    onnx.checker.check_model(str(target))
+    assert [p.name for p in tmp_path.iterdir()] == ["model.onnx"]  # no temporary file left behind

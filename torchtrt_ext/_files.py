@@ -1,0 +1,124 @@
+"""Writing the user's files: atomically, with the mode a plain write would give, through symlinks.
+
+Every file the package writes goes through ``atomic_write``: the bytes go to a temporary file in the target's folder,
+which then replaces the target with ``os.replace``, so a reader (or a failed write: full disk, ``ulimit -f``) sees
+the old file or the whole new one, never a truncated one. A new file gets the mode the umask gives (``0o666 &
+~umask``, as ``open(path, "w")`` would), a replaced file keeps its mode, and a symlink is written through (its target
+is replaced, the link stays).
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import stat
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO, Union
+
+import onnx
+
+from torchtrt_ext.errors import InvalidInputError, failure
+
+log = logging.getLogger("torchtrt_ext")
+
+Writer = Callable[[BinaryIO], None]
+
+
+def current_umask() -> int:
+    """The process umask: from /proc on Linux, else by setting it and putting it back (no read-only call)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _resolved(target: Path) -> Path:
+    """The file a write to ``target`` must replace: the end of a symlink chain, else ``target`` itself."""
+    return Path(os.path.realpath(target)) if target.is_symlink() else target
+
+
+def _mode_for(target: Path) -> int:
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        return 0o666 & ~current_umask()
+
+
+def _writable(path: str | os.PathLike[str]) -> Path:
+    """The file to replace for a write to ``path``; InvalidInputError when its folder does not exist."""
+    target = _resolved(Path(path))
+    if not target.parent.is_dir():
+        raise InvalidInputError(failure(f"cannot write {path}: the folder {target.parent} does not exist",
+                                        "an output path in an existing folder",
+                                        f"create the folder first (mkdir -p {target.parent}) or check the path"))
+    return target
+
+
+def _publish(tmp: str | os.PathLike[str], target: Path) -> None:
+    """Give the finished temporary file ``tmp`` the target's mode and move it over ``target`` in one rename."""
+    os.chmod(tmp, _mode_for(target))
+    os.replace(tmp, target)
+
+
+def atomic_write(path: str | os.PathLike[str], data: Union[bytes, Writer]) -> Path:
+    """Write ``data`` (bytes, or a function writing to a binary file) to ``path`` atomically; return the path.
+
+    The folder must exist (``InvalidInputError`` naming it otherwise): a mistyped ``-o`` folder is an error, not a
+    reason to create folders.
+    """
+    target = _writable(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            if isinstance(data, (bytes, bytearray, memoryview)):
+                handle.write(data)
+            else:
+                data(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        _publish(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return target
+
+
+def save_onnx(model: onnx.ModelProto, path: str | os.PathLike[str]) -> Path:
+    """Write ``model`` to ``path`` atomically; return the path.
+
+    A model over protobuf's 2 GiB limit cannot be one file: its weights go to ``<file>.data`` beside it (ONNX
+    external data, which ``onnx.load``, onnxruntime and TensorRT's parser read from there), with a warning that says so.
+    """
+    from torchtrt_ext.passes.shapes import too_big
+
+    target = _writable(path)
+    if not too_big(model):
+        return atomic_write(target, model.SerializeToString())
+    data_name = f"{target.name}.data"
+    log.warning("%s is over protobuf's 2 GiB limit: its weights are written to %s beside it (ONNX external data); "
+                "keep the two files together", target.name, data_name)
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)  # onnx.save_model moves the weights out of the model it saves
+    with tempfile.TemporaryDirectory(prefix=f".{target.name}.", dir=target.parent) as tmp:
+        onnx.save_model(copy, os.path.join(tmp, target.name), save_as_external_data=True,
+                        all_tensors_to_one_file=True, location=data_name)
+        _publish(os.path.join(tmp, data_name), target.parent / data_name)
+        _publish(os.path.join(tmp, target.name), target)
+    return target
+
+
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether ``a`` and ``b`` name the same existing file (through symlinks, hard links and relative paths)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
