@@ -5,6 +5,7 @@ Importing this module checks that those libraries were built for the CUDA major 
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import importlib.metadata
@@ -109,6 +110,22 @@ def check_kernel_status(status: int, what: str, remedy: str) -> None:
     """Raise KernelError naming the CUDA status when a launcher returned non-zero; `what` says which call failed."""
     if status != 0:
         raise KernelError(failure(f"{what} returned {cuda_error_text(status)}", "status 0 (cudaSuccess)", remedy))
+
+
+def on_device(device: torch.device) -> contextlib.AbstractContextManager[object]:
+    """Make CUDA ``device`` current for a launch; a no-op (no device switch, the common case) when it already is."""
+    if device.index is None or device.index == torch.cuda.current_device():
+        return contextlib.nullcontext()
+    return torch.cuda.device(device)
+
+
+def current_stream_handle(device: torch.device) -> int:
+    """The ``cudaStream_t`` of torch's current stream on CUDA ``device`` (the capture stream under CUDA graph capture).
+
+    Reads the handle without building a ``torch.cuda.Stream`` object, which costs several µs per call (issue 21).
+    """
+    index = torch.cuda.current_device() if device.index is None else device.index
+    return int(torch._C._cuda_getCurrentRawStream(index))  # type: ignore[attr-defined]
 
 
 def wheel_name(cuda_major: int) -> str:

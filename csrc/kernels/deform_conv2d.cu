@@ -34,6 +34,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <initializer_list>
 #include <type_traits>
@@ -52,6 +53,42 @@ constexpr int kTransposeTile = 32;
 
 inline int64_t alignUp(int64_t bytes) { return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
 inline bool aligned16(void const* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
+// ------------------------------------------------------------------------------------------ per-device state
+// What a launch needs to know about its device, looked up once per device and cached: the host time of the
+// cudaDeviceGetAttribute and cudaFuncSetAttribute calls is comparable to a small problem's GPU time (issue 21).
+// Caches are lock-free atomics; threads racing on a first lookup store the same value. Devices at or beyond
+// kCachedDevices are looked up on every call.
+constexpr int kCachedDevices = 64;
+
+struct Device {
+    int index;
+    int sms;
+};
+
+// The current device and its multiprocessor count (queried on the first call per device).
+inline cudaError_t currentDevice(Device& dev) {
+    static std::atomic<int> sms_of[kCachedDevices];  // 0: not queried yet (static storage starts zeroed)
+    cudaError_t status = cudaGetDevice(&dev.index);
+    if (status != cudaSuccess) return status;
+    bool const cached = dev.index >= 0 && dev.index < kCachedDevices;
+    dev.sms = cached ? sms_of[dev.index].load(std::memory_order_relaxed) : 0;
+    if (dev.sms > 0) return cudaSuccess;
+    status = cudaDeviceGetAttribute(&dev.sms, cudaDevAttrMultiProcessorCount, dev.index);
+    if (status == cudaSuccess && cached) sms_of[dev.index].store(dev.sms, std::memory_order_relaxed);
+    return status;
+}
+
+// cudaFuncSetAttribute(kernel, MaxDynamicSharedMemorySize, bytes) unless `set_on` (bit d: done on device d, one
+// record per kernel instantiation, kept by its caller) says it was done on this device already.
+template <typename Kernel>
+cudaError_t allowDynamicSmem(Kernel* kernel, int bytes, Device const& dev, std::atomic<uint64_t>& set_on) {
+    uint64_t const bit = dev.index >= 0 && dev.index < kCachedDevices ? uint64_t{1} << dev.index : 0;
+    if (bit != 0 && (set_on.load(std::memory_order_acquire) & bit) != 0) return cudaSuccess;
+    cudaError_t const status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (status == cudaSuccess && bit != 0) set_on.fetch_or(bit, std::memory_order_release);
+    return status;
+}
 
 // ------------------------------------------------------------------------------------------------------ sizes
 struct OpSizes {
@@ -591,13 +628,13 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
 
 template <typename T, class C, bool kVecA>
 cudaError_t launchGemmAs(T const* weight, T const* columns, T const* bias, T* out, GemmParams const& p,
-                         int64_t groups, cudaStream_t stream) {
+                         int64_t groups, Device const& dev, cudaStream_t stream) {
     constexpr int kSmem = GemmShape<T, C>::kSmemBytes;
     int64_t const m_tiles = (p.per_group_out + C::kBM - 1) / C::kBM;
     int64_t const n_tiles = (p.cols + C::kBN - 1) / C::kBN;
     if (m_tiles > kMaxGridX || groups > kMaxGridYZ) return cudaErrorInvalidValue;
-    cudaError_t const status =
-        cudaFuncSetAttribute(gemmKernel<T, C, kVecA>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    static std::atomic<uint64_t> smem_set_on{0};  // one per instantiation: the kernels share one function type
+    cudaError_t const status = allowDynamicSmem(gemmKernel<T, C, kVecA>, kSmem, dev, smem_set_on);
     if (status != cudaSuccess) return status;
     dim3 const grid(static_cast<unsigned>(m_tiles), static_cast<unsigned>(std::min(n_tiles, kMaxGridYZ)),
                     static_cast<unsigned>(groups));
@@ -608,12 +645,13 @@ cudaError_t launchGemmAs(T const* weight, T const* columns, T const* bias, T* ou
 // The large tiling when it gives every multiprocessor at least one block, else the small one.
 template <typename T, bool kVecA>
 cudaError_t launchGemm(T const* weight, T const* columns, T const* bias, T* out, GemmParams const& p, int64_t groups,
-                       int sms, cudaStream_t stream) {
+                       Device const& dev, cudaStream_t stream) {
     using L = LargeTiling<T>;
     int64_t const large_blocks =
         (p.per_group_out + L::kBM - 1) / L::kBM * ((p.cols + L::kBN - 1) / L::kBN) * groups;
-    return large_blocks >= sms ? launchGemmAs<T, L, kVecA>(weight, columns, bias, out, p, groups, stream)
-                               : launchGemmAs<T, SmallTiling, kVecA>(weight, columns, bias, out, p, groups, stream);
+    return large_blocks >= dev.sms
+               ? launchGemmAs<T, L, kVecA>(weight, columns, bias, out, p, groups, dev, stream)
+               : launchGemmAs<T, SmallTiling, kVecA>(weight, columns, bias, out, p, groups, dev, stream);
 }
 
 // ------------------------------------------------------------------------------------------------ the whole op
@@ -658,11 +696,9 @@ int32_t deformConv2d(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, 
         if (status != cudaSuccess) return static_cast<int32_t>(status);
         nhwc = dst;
     }
-    int device = 0, sms = 132;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-        return static_cast<int32_t>(cudaGetLastError());
-    }
+    Device dev{};
+    cudaError_t const device_status = currentDevice(dev);
+    if (device_status != cudaSuccess) return static_cast<int32_t>(device_status);
     int64_t const taps = s.taps();
     SampleParams const sp{s.channels, s.height, s.width, s.kernel_w, s.out_w, s.stride_h, s.stride_w, s.pad_h,
                           s.pad_w, s.dil_h, s.dil_w, taps, pixels, s.offset_groups, s.channels / s.groups,
@@ -681,19 +717,19 @@ int32_t deformConv2d(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, 
             int64_t const items = m * pixels * (vec ? s.channels / kVec : s.channels);
             cudaError_t status;
             if (taps == 9) {
-                status = vec ? launchSample<T, kVec, 9>(x, o, mk, columns, sp, items, sms, stream)
-                             : launchSample<T, 1, 9>(x, o, mk, columns, sp, items, sms, stream);
+                status = vec ? launchSample<T, kVec, 9>(x, o, mk, columns, sp, items, dev.sms, stream)
+                             : launchSample<T, 1, 9>(x, o, mk, columns, sp, items, dev.sms, stream);
             } else {
-                status = vec ? launchSample<T, kVec, 0>(x, o, mk, columns, sp, items, sms, stream)
-                             : launchSample<T, 1, 0>(x, o, mk, columns, sp, items, sms, stream);
+                status = vec ? launchSample<T, kVec, 0>(x, o, mk, columns, sp, items, dev.sms, stream)
+                             : launchSample<T, 1, 0>(x, o, mk, columns, sp, items, dev.sms, stream);
             }
             if (status != cudaSuccess) return static_cast<int32_t>(status);
         }
         GemmParams const gp{s.out_channels / s.groups, s.rows(), s.rowsPad(), s.ld(), m * pixels, pixels,
                             s.out_channels};
         T* y = out + n0 * s.out_channels * pixels;
-        cudaError_t const status = vec_a ? launchGemm<T, true>(weight, columns, bias, y, gp, s.groups, sms, stream)
-                                         : launchGemm<T, false>(weight, columns, bias, y, gp, s.groups, sms, stream);
+        cudaError_t const status = vec_a ? launchGemm<T, true>(weight, columns, bias, y, gp, s.groups, dev, stream)
+                                         : launchGemm<T, false>(weight, columns, bias, y, gp, s.groups, dev, stream);
         if (status != cudaSuccess) return static_cast<int32_t>(status);
     }
     return static_cast<int32_t>(cudaSuccess);

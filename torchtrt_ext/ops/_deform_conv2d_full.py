@@ -81,6 +81,15 @@ def desc_workspace_size(desc: Desc) -> int:
     return nbytes
 
 
+@functools.lru_cache(maxsize=256)
+def _plan(input_shape: tuple, weight_shape: tuple, stride: tuple, padding: tuple, dilation: tuple, groups: int,
+          offset_groups: int, dtype: torch.dtype, channels_last: bool) -> tuple[Desc, int]:
+    """(descriptor, workspace bytes) of one call signature, built once: the eager op's hot path reads them from here.
+    The descriptor is shared: never modify it."""
+    desc = describe(input_shape, weight_shape, stride, padding, dilation, groups, offset_groups, dtype, channels_last)
+    return desc, desc_workspace_size(desc)
+
+
 def workspace_size(input_shape: tuple, weight_shape: tuple, stride: tuple, padding: tuple, dilation: tuple,
                    groups: int, offset_groups: int, dtype: torch.dtype, channels_last: bool = False) -> int:
     """Bytes of workspace the launcher wants for these shapes (see :func:`desc_workspace_size`)."""
@@ -136,16 +145,16 @@ def deform_conv2d_full(input: torch.Tensor, offset: torch.Tensor, weight: torch.
     offset, weight = offset.contiguous(), weight.contiguous()
     bias = bias.contiguous() if bias is not None else None
     mask = mask.contiguous() if mask is not None else None
-    desc = describe(tuple(input.shape), tuple(weight.shape), stride, padding, dilation, groups, offset_groups,
-                    input.dtype, channels_last)
+    desc, needed = _plan(input.shape, weight.shape, tuple(stride), tuple(padding), tuple(dilation), groups,
+                         offset_groups, input.dtype, channels_last)
     if workspace_bytes is None:
-        workspace_bytes = desc_workspace_size(desc)
+        workspace_bytes = needed
     n, c_out = input.shape[0], weight.shape[0]
     ho, wo = offset.shape[-2:]
     out = torch.empty(n, c_out, ho, wo, dtype=input.dtype, device=input.device)
-    with torch.cuda.device(input.device):
+    with _native.on_device(input.device):
         workspace = torch.empty(max(1, workspace_bytes), dtype=torch.uint8, device=input.device)
-        stream = torch.cuda.current_stream(input.device).cuda_stream
+        stream = _native.current_stream_handle(input.device)
         pointers = Tensors(input.data_ptr(), offset.data_ptr(), weight.data_ptr(),
                            None if bias is None else bias.data_ptr(), None if mask is None else mask.data_ptr(),
                            out.data_ptr())

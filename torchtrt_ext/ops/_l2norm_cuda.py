@@ -9,7 +9,6 @@ op to fall back to PyTorch math.
 """
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import functools
 import math
@@ -38,13 +37,6 @@ def _launcher(dtype: torch.dtype) -> ctypes._CFuncPtr:  # type: ignore[name-defi
     return fn
 
 
-def _on_device(device: torch.device) -> contextlib.AbstractContextManager[object]:
-    """Make ``device`` current for the launch; a no-op (no device switch, the common case) when it already is."""
-    if device.index is None or device.index == torch.cuda.current_device():
-        return contextlib.nullcontext()
-    return torch.cuda.device(device)
-
-
 def view_sizes(shape: torch.Size | tuple[int, ...], axis: int) -> tuple[int, int, int]:
     """(outer, reduced, inner) of a contiguous tensor of `shape` normalized over `axis` (0 <= axis < rank)."""
     return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
@@ -60,14 +52,20 @@ def launch_l2norm(inputs: Sequence[Buffer | None], outputs: Sequence[Buffer], st
     """
     x, y = inputs[0], outputs[0]
     assert x is not None  # x is not optional
-    if math.prod(x.shape) == 0:
+    _enqueue(x.ptr, y.ptr, x.shape, x.dtype, axis, eps, stream)
+
+
+def _enqueue(x: int, y: int, shape: Sequence[int], dtype: torch.dtype, axis: int, eps: float, stream: int) -> None:
+    """Enqueue the kernel on device pointers ``x -> y`` (contiguous, ``shape``, ``dtype``); see launch_l2norm."""
+    if math.prod(shape) == 0:
         return
-    outer, reduced, inner = view_sizes(x.shape, axis)
-    status = _launcher(x.dtype)(x.ptr, y.ptr, outer, reduced, inner, float(eps), stream)
-    _native.check_kernel_status(
-        status, f"{_LAUNCHERS[x.dtype]}(outer={outer}, reduced={reduced}, inner={inner}, eps={eps})",
-        "check the sizes; if the error is not cudaErrorInvalidValue, an earlier CUDA error may be pending "
-        "(run with CUDA_LAUNCH_BLOCKING=1 to find it)")
+    outer, reduced, inner = view_sizes(shape, axis)
+    status = _launcher(dtype)(x, y, outer, reduced, inner, float(eps), stream)
+    if status != 0:  # the message is built only on failure: formatting it costs as much as the launch
+        _native.check_kernel_status(
+            status, f"{_LAUNCHERS[dtype]}(outer={outer}, reduced={reduced}, inner={inner}, eps={eps})",
+            "check the sizes; if the error is not cudaErrorInvalidValue, an earlier CUDA error may be pending "
+            "(run with CUDA_LAUNCH_BLOCKING=1 to find it)")
 
 
 def l2norm_cuda(x: torch.Tensor, axis: int, eps: float, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -106,7 +104,6 @@ def l2norm_cuda(x: torch.Tensor, axis: int, eps: float, out: torch.Tensor | None
             f"a contiguous {x.dtype} tensor of shape {list(x.shape)} on {x.device}", "pass out=None"))
     if x.numel() == 0:
         return out
-    with _on_device(x.device):
-        launch_l2norm([Buffer.of(x)], [Buffer.of(out)], torch.cuda.current_stream(x.device).cuda_stream,
-                      axis=axis, eps=eps)
+    with _native.on_device(x.device):
+        _enqueue(x.data_ptr(), out.data_ptr(), x.shape, x.dtype, axis, eps, _native.current_stream_handle(x.device))
     return out

@@ -341,6 +341,7 @@ class CustomOp:
         self.autograd_function = self._make_autograd_function()
         self.translation = self._make_translation()
         self._warned_cuda = False
+        self._checked: dict[tuple, tuple[int, dict[str, Any]]] = {}  # call signature -> (None inputs to add, attrs)
 
     # ----------------------------------------------------------------------------------------------- definition
     def _check_definition(self) -> None:
@@ -506,17 +507,19 @@ class CustomOp:
         when a gradient is needed.
         """
         present = [t for t in tensors if t is not None]
-        return (self.spec.cuda is not None and all(type(t) is torch.Tensor and t.is_cuda for t in present)
+        return (self.spec.cuda is not None and all(type(t) in _PLAIN and t.is_cuda for t in present)
                 and not torch.compiler.is_compiling()
                 and not (torch.is_grad_enabled() and any(t.requires_grad for t in present)))
 
-    def __call__(self, *tensors: torch.Tensor | None, **attrs: Any) -> Any:
-        """Validate inputs and attributes, then run the op (or emit it when an exporter is tracing)."""
+    def _check_call(self, tensors: tuple, attrs: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """Every check of a call: input count and types, attributes, ``prepare``. Returns (the number of absent
+        optional inputs to fill with None, the canonical attributes)."""
         spec = self.spec
         if len(tensors) > len(spec.inputs) or len(tensors) < len(spec.inputs) - len(spec.optional_inputs):
             raise InvalidInputError(f"{spec.name}: expected inputs {list(spec.inputs)} "
                                     f"(optional: {list(spec.optional_inputs)}), got {len(tensors)} tensors")
-        tensors = tensors + (None,) * (len(spec.inputs) - len(tensors))
+        missing = len(spec.inputs) - len(tensors)
+        tensors = tensors + (None,) * missing
         for name, t in zip(spec.inputs, tensors):
             if t is None and name in spec.optional_inputs:
                 continue
@@ -529,15 +532,58 @@ class CustomOp:
         if spec.prepare is not None:
             present = [t for t in tensors if t is not None]
             attrs = spec.prepare([tuple(t.shape) for t in present], [t.dtype for t in present], **attrs)
-        args = list(tensors) + [attrs[a.name] for a in spec.attrs]
+        return missing, attrs
+
+    def _checked_call(self, tensors: tuple, attrs: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """``_check_call``'s result, computed once per call signature (see ``_signature``) and then reused."""
+        key = _signature(tensors, attrs)
+        try:
+            checked = self._checked.get(key) if key is not None else None
+        except TypeError:  # an unhashable value (a list attribute): checked on every call
+            key = checked = None
+        if checked is None:
+            checked = self._check_call(tensors, attrs)
+            if key is not None:
+                if len(self._checked) >= _MAX_SIGNATURES:
+                    self._checked.clear()
+                self._checked[key] = checked
+        return checked
+
+    def __call__(self, *tensors: torch.Tensor | None, **attrs: Any) -> Any:
+        """Validate inputs and attributes (once per new signature), then run the op (or emit it when an exporter is
+        tracing)."""
+        missing, attrs = self._checked_call(tensors, attrs)
+        tensors = tensors + (None,) * missing
         if torch.jit.is_tracing():  # the legacy TorchScript exporter: emit the node through symbolic
-            return self.autograd_function.apply(*args)
+            return self.autograd_function.apply(*tensors, *[attrs[a.name] for a in self.spec.attrs])
         if self._direct_cuda_call(tensors):
             return self._run_cuda(tensors, attrs)
-        return self.torch_op(*args)
+        return self.torch_op(*tensors, *[attrs[a.name] for a in self.spec.attrs])
 
     def __repr__(self) -> str:
         return f"CustomOp({self.spec.name}, inputs={list(self.spec.inputs)}, attrs={[a.name for a in self.spec.attrs]})"
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)  # tensors with concrete shapes and no __torch_function__ of their own
+_MAX_SIGNATURES = 256  # call signatures whose checks an op remembers; the record starts over when full
+
+
+def _signature(tensors: tuple, attrs: dict[str, Any]) -> tuple | None:
+    """A key of everything the checks of a call read: per input its shape and dtype, per attribute its name, value
+    and the types of the value and of its elements (so ``True`` never passes for a checked ``1``). None, and nothing
+    is remembered, when an input is not a plain torch.Tensor or Parameter (fake and functional tensors under tracing,
+    symbolic shapes, non-tensors: those are checked on every call). The key may hold an unhashable value (a list)."""
+    key: list[Any] = []
+    for t in tensors:
+        if t is None:
+            key.append(None)
+        elif type(t) in _PLAIN:
+            key.append((t.shape, t.dtype))
+        else:
+            return None
+    for name, value in attrs.items():
+        key.append((name, value, type(value), tuple(map(type, value)) if type(value) is tuple else None))
+    return tuple(key)
 
 
 def _as_output(value: Any, n: int) -> Any:

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from torchtrt_ext.errors import InvalidInputError
+from torchtrt_ext.ops._deform_conv2d_full import deform_conv2d_full, launch, workspace_size
 from torchtrt_ext.ops._spec import Attr, Buffer, Decomposer, OpSpec, define_op
 
 _NAME = "DeformConv2d"
@@ -129,8 +130,6 @@ def _eager(input: torch.Tensor, offset: torch.Tensor, weight: torch.Tensor, bias
 def _cuda(input: torch.Tensor, offset: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
           mask: torch.Tensor | None, stride: tuple, padding: tuple, dilation: tuple, groups: int,
           offset_groups: int) -> torch.Tensor:
-    from torchtrt_ext.ops._deform_conv2d_full import deform_conv2d_full
-
     return deform_conv2d_full(input, offset, weight, bias, mask, stride, padding, dilation, groups, offset_groups)
 
 
@@ -304,8 +303,6 @@ def _launch(inputs: Sequence[Buffer | None], outputs: Sequence[Buffer], stream: 
             padding: tuple, dilation: tuple, groups: int, offset_groups: int) -> None:
     """The full-op launcher (sampling + our GEMM) on raw buffers (the Python plugin's kernel call), with a workspace
     allocated here (torch's caching allocator, recorded on ``stream`` so it is not reused before the kernels finish)."""
-    from torchtrt_ext.ops._deform_conv2d_full import launch, workspace_size
-
     x, offset, weight, bias, mask = (list(inputs) + [None, None])[:5]
     assert x is not None and offset is not None and weight is not None  # required inputs
     y = outputs[0]
@@ -356,6 +353,12 @@ def _pair(value: Any) -> Any:
     return tuple(value) if isinstance(value, (list, tuple)) else value
 
 
+def _offset_groups(offset_shape: Sequence[Any], weight_shape: Sequence[Any]) -> int:
+    """The offset group count implied by offset's channels (2 offsets per kernel tap and group); at least 1."""
+    taps = 2 * int(weight_shape[2]) * int(weight_shape[3])
+    return max(1, int(offset_shape[1]) // taps) if taps else 1
+
+
 def deform_conv2d(input: torch.Tensor, offset: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
                   *, mask: torch.Tensor | None = None, stride: int | tuple[int, int] = 1,
                   padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1,
@@ -380,10 +383,12 @@ def deform_conv2d(input: torch.Tensor, offset: torch.Tensor, weight: torch.Tenso
             raise InvalidInputError(f"{_NAME}: input {name!r} must be a torch.Tensor, got {type(t).__name__}")
     offset_groups = 1
     if weight.dim() == 4 and offset.dim() == 4:
-        with warnings.catch_warnings():  # channel counts are static: the legacy tracer's int() warning is moot
-            warnings.simplefilter("ignore", torch.jit.TracerWarning)
-            taps = 2 * int(weight.shape[2]) * int(weight.shape[3])
-            offset_groups = max(1, int(offset.shape[1]) // taps) if taps else 1
+        if torch.jit.is_tracing():
+            with warnings.catch_warnings():  # channel counts are static: the legacy tracer's int() warning is moot
+                warnings.simplefilter("ignore", torch.jit.TracerWarning)
+                offset_groups = _offset_groups(offset.shape, weight.shape)
+        else:  # catch_warnings costs microseconds per call (and resets the warning registry): only where it matters
+            offset_groups = _offset_groups(offset.shape, weight.shape)
     if mask is not None and bias is None and isinstance(weight, torch.Tensor) and weight.dim() >= 1:
         bias = weight.new_zeros(weight.shape[0])  # keep the optional inputs without holes (mask is the last one)
     tensors = (input, offset, weight, bias) + ((mask,) if mask is not None else ())
