@@ -13,7 +13,6 @@ import torch
 
 from torchtrt_ext import _native
 from torchtrt_ext.errors import InvalidInputError, failure
-from torchtrt_ext.ops._l2norm_cuda import _on_device
 
 LAUNCHERS = {
     torch.float32: "torchtrt_ext_efficient_nms_f32",
@@ -95,7 +94,7 @@ def efficient_nms_cuda(boxes: torch.Tensor, scores: torch.Tensor, **attrs: float
     out_scores = torch.empty(batch, k, dtype=boxes.dtype, device=device)
     out_classes = torch.empty(batch, k, dtype=torch.int32, device=device)
     workspace = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)
-    with _on_device(device):
+    with _native.on_device(device):
         stream = torch.cuda.current_stream(device).cuda_stream
         status = launcher(ctypes.byref(params), boxes.data_ptr(), scores.data_ptr(), num.data_ptr(),
                           out_boxes.data_ptr(), out_scores.data_ptr(), out_classes.data_ptr(), workspace.data_ptr(),
