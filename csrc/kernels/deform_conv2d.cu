@@ -64,18 +64,29 @@ constexpr int kCachedDevices = 64;
 struct Device {
     int index;
     int sms;
+    int major;  // compute capability major version: the GEMM needs 8 or more
 };
 
-// The current device and its multiprocessor count (queried on the first call per device).
+// The current device, its multiprocessor count and compute capability major (queried on the first call per device,
+// cached together as sms * 256 + major).
 inline cudaError_t currentDevice(Device& dev) {
-    static std::atomic<int> sms_of[kCachedDevices];  // 0: not queried yet (static storage starts zeroed)
+    static std::atomic<int> packed_of[kCachedDevices];  // 0: not queried yet (static storage starts zeroed)
     cudaError_t status = cudaGetDevice(&dev.index);
     if (status != cudaSuccess) return status;
     bool const cached = dev.index >= 0 && dev.index < kCachedDevices;
-    dev.sms = cached ? sms_of[dev.index].load(std::memory_order_relaxed) : 0;
-    if (dev.sms > 0) return cudaSuccess;
+    int const packed = cached ? packed_of[dev.index].load(std::memory_order_relaxed) : 0;
+    if (packed > 0) {
+        dev.sms = packed / 256;
+        dev.major = packed % 256;
+        return cudaSuccess;
+    }
     status = cudaDeviceGetAttribute(&dev.sms, cudaDevAttrMultiProcessorCount, dev.index);
-    if (status == cudaSuccess && cached) sms_of[dev.index].store(dev.sms, std::memory_order_relaxed);
+    if (status == cudaSuccess) {
+        status = cudaDeviceGetAttribute(&dev.major, cudaDevAttrComputeCapabilityMajor, dev.index);
+    }
+    if (status == cudaSuccess && cached) {
+        packed_of[dev.index].store(dev.sms * 256 + dev.major, std::memory_order_relaxed);
+    }
     return status;
 }
 
@@ -405,13 +416,24 @@ struct GemmParams {
     int64_t out_channels;
 };
 
+// The GEMM needs sm_80 (cp.async, mma.sync m16n8k16 f16/bf16 and m16n8k8 tf32). Code for older targets (sm_75 in
+// the default build) compiles these to a trap, and the launcher refuses such a device before any launch.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define TORCHTRT_EXT_SM80_ONLY(...) __trap()
+#else
+#define TORCHTRT_EXT_SM80_ONLY(...) __VA_ARGS__
+#endif
+
 __device__ __forceinline__ void cpAsync16(void* smem, void const* gmem, bool ok) {
     unsigned const s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(ok ? 16 : 0));
+    TORCHTRT_EXT_SM80_ONLY(
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(ok ? 16 : 0)));
 }
-__device__ __forceinline__ void cpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cpAsyncCommit() { TORCHTRT_EXT_SM80_ONLY(asm volatile("cp.async.commit_group;\n" ::)); }
 template <int N>
-__device__ __forceinline__ void cpAsyncWait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+__device__ __forceinline__ void cpAsyncWait() {
+    TORCHTRT_EXT_SM80_ONLY(asm volatile("cp.async.wait_group %0;\n" ::"n"(N)));
+}
 
 __device__ __forceinline__ void ldmatrixX4(uint32_t (&r)[4], void const* smem) {
     unsigned const s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
@@ -423,23 +445,26 @@ __device__ __forceinline__ void ldmatrixX4(uint32_t (&r)[4], void const* smem) {
 template <typename T>
 __device__ __forceinline__ void mma16816(float (&d)[4], uint32_t const (&a)[4], uint32_t const (&b)[2]) {
     if constexpr (std::is_same_v<T, __half>) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                     "{%8, %9}, {%0, %1, %2, %3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+        TORCHTRT_EXT_SM80_ONLY(
+            asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                         "{%8, %9}, {%0, %1, %2, %3};\n"
+                         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1])));
     } else {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                     "{%8, %9}, {%0, %1, %2, %3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+        TORCHTRT_EXT_SM80_ONLY(
+            asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                         "{%8, %9}, {%0, %1, %2, %3};\n"
+                         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1])));
     }
 }
 
 __device__ __forceinline__ void mma1688(float (&d)[4], uint32_t const (&a)[4], uint32_t const (&b)[2]) {
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                 "{%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    TORCHTRT_EXT_SM80_ONLY(
+        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                     "{%8, %9}, {%0, %1, %2, %3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1])));
 }
 
 // x = hi + lo with hi and lo TF32 (round to nearest): hi * y keeps the top bits, lo the next ones ("3xTF32").
@@ -699,6 +724,7 @@ int32_t deformConv2d(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, 
     Device dev{};
     cudaError_t const device_status = currentDevice(dev);
     if (device_status != cudaSuccess) return static_cast<int32_t>(device_status);
+    if (dev.major < 8) return static_cast<int32_t>(cudaErrorNotSupported);  // the tensor-core GEMM needs sm_80+
     int64_t const taps = s.taps();
     SampleParams const sp{s.channels, s.height, s.width, s.kernel_w, s.out_w, s.stride_h, s.stride_w, s.pad_h,
                           s.pad_w, s.dil_h, s.dil_w, taps, pixels, s.offset_groups, s.channels / s.groups,
