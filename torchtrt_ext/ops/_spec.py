@@ -499,21 +499,23 @@ class CustomOp:
     def __call__(self, *tensors: torch.Tensor | None, **attrs: Any) -> Any:
         """Validate inputs and attributes (once per new call signature), then run the op: straight to the CUDA kernel
         where nothing needs the dispatcher, else through torch.library (autograd, torch.compile, exporters)."""
-        if torch.compiler.is_dynamo_compiling():  # dynamo traces the call: every check, then the dispatcher
+        if _is_dynamo_compiling():  # dynamo traces the call: every check, then the dispatcher
             missing, attrs = self._check_call(tensors, attrs)
             return self.torch_op(*tensors, *(None,) * missing, *[attrs[a.name] for a in self.spec.attrs])
         key = _signature(tensors, attrs, self._sequence_attrs)
         try:
-            call = self._calls.get(key)
+            call = self._calls[key]
+        except KeyError:  # a new signature, or inputs that are checked on every call (key None)
+            call = None
         except TypeError:  # an unhashable attribute value (a list): checked on every call
             call = key = None
-        if call is None:  # a new signature, or inputs that are checked on every call (key None)
-            call = self._plan_call(tensors, attrs, key)  # outside the except: a check's error carries no TypeError
-        tensors += call.absent
-        if torch._C._is_tracing():  # the legacy TorchScript exporter: emit the node through symbolic
+        if call is None:  # checked outside the except clauses, so a check's error carries no KeyError context
+            call = self._plan_call(tensors, attrs, key)
+        if call.absent:
+            tensors += call.absent
+        if _is_tracing():  # the legacy TorchScript exporter: emit the node through symbolic
             return self.autograd_function.apply(*tensors, *call.args)
-        if (call.direct and not (call.grad and torch.is_grad_enabled())
-                and not torch._C._len_torch_dispatch_stack() and not torch._C._are_functorch_transforms_active()):
+        if call.direct and not (call.grad and _grad_enabled()) and not _dispatch_modes() and not _functorch_active():
             try:  # the kernel itself (no _run_cuda frame: this is the path a small kernel's host time is judged on)
                 out = self.spec.cuda(*tensors, **call.attrs)  # type: ignore[misc]
             except LibraryNotFoundError as exc:
@@ -598,6 +600,13 @@ class _Call:
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)  # tensors with concrete shapes and no __torch_function__ of their own
 _MAX_SIGNATURES = 256  # call signatures whose checks an op remembers; the record starts over when full
+# The state a cached call checks, bound once: a module global and a call instead of a chain of attribute lookups.
+# Dynamo knows is_dynamo_compiling by the function object, so it folds the alias to True as it folds the original.
+_is_dynamo_compiling = torch.compiler.is_dynamo_compiling
+_is_tracing = torch._C._is_tracing  # torch.jit.is_tracing() without its is_scripting() frame (never scripted here)
+_grad_enabled = torch.is_grad_enabled
+_dispatch_modes = torch._C._len_torch_dispatch_stack  # make_fx, FlopCounterMode, ...: they must see the op
+_functorch_active = torch._C._are_functorch_transforms_active  # vmap, grad, jvp: their wrappers look plain
 
 
 def _signature(tensors: tuple, attrs: dict[str, Any], sequence_attrs: tuple[str, ...]) -> tuple | None:
@@ -606,7 +615,7 @@ def _signature(tensors: tuple, attrs: dict[str, Any], sequence_attrs: tuple[str,
     checked ``1``); per input its shape, dtype, whether it is on CUDA and whether it requires grad. None, and nothing
     is remembered, when an input is not a plain torch.Tensor or Parameter (fake and functional tensors, symbolic
     shapes, non-tensors: those are checked on every call). The key may hold an unhashable value (a list)."""
-    key: list[Any] = [tuple(attrs.items()), *map(type, attrs.values())]
+    key: list[Any] = [*attrs.items(), *map(type, attrs.values())]
     for name in sequence_attrs:
         value = attrs.get(name)
         if isinstance(value, tuple):
