@@ -201,37 +201,46 @@ __global__ void nchwToNhwcKernel(T const* __restrict__ src, T* __restrict__ dst,
 
 // dst[n][p][c] = src[n][c][p] with 8-byte loads and 16-byte stores through 64x64 shared-memory tiles, when pixels
 // and pointers allow (pixels % (8 / sizeof(T)) == 0, channels % (16 / sizeof(T)) == 0, src 8-byte and dst 16-byte
-// aligned). The scalar kernel above moved 2-byte elements one by one (H200, 8x256x64x64 fp16: 30 us for 34 MB).
+// aligned). Shared memory holds 32-bit words: a float, or for 16-bit types the pair of channels (2c, 2c + 1) of one
+// pixel, so a 16-byte store gathers 4 words (the scalar kernel above moved 2-byte elements one by one, and a first
+// wide kernel 2-byte words: 30 us for the 34 MB of 8x256x64x64 fp16 on the H200, against 23 us for fp32's 67 MB).
 constexpr int kWideTile = 64;
 template <typename T>
 __global__ void __launch_bounds__(256) nchwToNhwcWideKernel(T const* __restrict__ src, T* __restrict__ dst,
                                                             int64_t images, int64_t channels, int64_t pixels) {
-    constexpr int kLoad = 8 / sizeof(T), kStore = 16 / sizeof(T);
-    constexpr int kLds = kWideTile + (sizeof(T) == 4 ? 1 : 2);  // an odd number of words per row: few conflicts
-    __shared__ T tile[kWideTile][kLds];                         // [channel][pixel]
+    constexpr int kPer = 4 / sizeof(T);                    // channels per shared-memory word
+    constexpr int kRows = kWideTile / kPer;                // word rows of a tile
+    constexpr int kLoad = 8 / sizeof(T);                   // pixels per 8-byte load
+    __shared__ uint32_t tile[kRows][kWideTile + 1];        // [channel word][pixel]; 65 words: conflict-free stores
     int64_t const p0 = static_cast<int64_t>(blockIdx.x) * kWideTile;
     int64_t const c0 = static_cast<int64_t>(blockIdx.y) * kWideTile;
     for (int64_t img = blockIdx.z; img < images; img += gridDim.z) {
         T const* s = src + img * channels * pixels;
         T* d = dst + img * channels * pixels;
-        for (int i = threadIdx.x; i < kWideTile * kWideTile / kLoad; i += blockDim.x) {
+        for (int i = threadIdx.x; i < kRows * kWideTile / kLoad; i += blockDim.x) {
             int const r = i / (kWideTile / kLoad), q = (i % (kWideTile / kLoad)) * kLoad;
-            int64_t const c = c0 + r, p = p0 + q;
+            int64_t const c = c0 + r * kPer, p = p0 + q;
             if (c < channels && p < pixels) {
-                Pack<T, kLoad> const v = *reinterpret_cast<Pack<T, kLoad> const*>(s + c * pixels + p);
-#pragma unroll
-                for (int e = 0; e < kLoad; ++e) tile[r][q + e] = v.v[e];
+                uint2 const a = *reinterpret_cast<uint2 const*>(s + c * pixels + p);
+                if constexpr (kPer == 1) {
+                    tile[r][q] = a.x;
+                    tile[r][q + 1] = a.y;
+                } else {  // rows c and c + 1, four pixels each: one word per pixel, channel c in the low half
+                    uint2 const b = *reinterpret_cast<uint2 const*>(s + (c + 1) * pixels + p);
+                    tile[r][q] = (a.x & 0xffffu) | (b.x << 16);
+                    tile[r][q + 1] = (a.x >> 16) | (b.x & 0xffff0000u);
+                    tile[r][q + 2] = (a.y & 0xffffu) | (b.y << 16);
+                    tile[r][q + 3] = (a.y >> 16) | (b.y & 0xffff0000u);
+                }
             }
         }
         __syncthreads();
-        for (int i = threadIdx.x; i < kWideTile * kWideTile / kStore; i += blockDim.x) {
-            int const q = i / (kWideTile / kStore), r = (i % (kWideTile / kStore)) * kStore;
-            int64_t const p = p0 + q, c = c0 + r;
+        for (int i = threadIdx.x; i < kWideTile * kRows / 4; i += blockDim.x) {
+            int const q = i / (kRows / 4), r = (i % (kRows / 4)) * 4;
+            int64_t const p = p0 + q, c = c0 + r * kPer;
             if (c < channels && p < pixels) {
-                Pack<T, kStore> v;
-#pragma unroll
-                for (int e = 0; e < kStore; ++e) v.v[e] = tile[r + e][q];
-                *reinterpret_cast<Pack<T, kStore>*>(d + p * channels + c) = v;
+                *reinterpret_cast<uint4*>(d + p * channels + c) =
+                    make_uint4(tile[r][q], tile[r + 1][q], tile[r + 2][q], tile[r + 3][q]);
             }
         }
         __syncthreads();
@@ -264,6 +273,30 @@ struct SampleParams {
     int64_t rows, rows_pad;  // a group's rows (per_group * taps), then its ones row and zeros up to rows_pad
     int64_t ld;              // column values per pixel (groups * rows_pad)
 };
+
+// The prepared weight of the cuBLASLt route: prep[oc][r] = weight[oc][r] for r < rows, bias[oc] at r == rows (it
+// meets the columns' ones row, so the GEMM adds the bias; 0 without bias), 0 up to rows_pad. The first pass's
+// sampling launch writes it besides its columns (one launch less: H200, 4x128x100x76 fp16, a kernel of its own took
+// 2.1 us plus the gap between launches). total = 0: nothing to write; at most kMaxWeightCopy elements (32-bit
+// indices keep the sampling kernels at their register count).
+constexpr int64_t kMaxWeightCopy = 0x7fffffff;
+template <typename T>
+struct WeightCopy {
+    T const* weight;
+    T const* bias;
+    T* prep;
+    uint32_t total, rows, rows_pad;
+};
+
+template <typename T>
+__device__ __forceinline__ void copyWeight(WeightCopy<T> const& w) {
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < w.total; i += gridDim.x * blockDim.x) {
+        uint32_t const oc = i / w.rows_pad, r = i - oc * w.rows_pad;
+        w.prep[i] = r < w.rows                          ? w.weight[static_cast<uint64_t>(oc) * w.rows + r]
+                    : r == w.rows && w.bias != nullptr ? w.bias[oc]
+                                                       : fromF32<T>(0.f);
+    }
+}
 
 // Bilinear corner weights (mask folded in) and channels-last element offsets (-1: outside, not read) of tap k at
 // output pixel pix of offset-group plane `plane` (= image * offset_groups + group).
@@ -321,7 +354,8 @@ __device__ __forceinline__ void interpolate(T const* __restrict__ src, Corners c
 template <typename T, int VEC, int KT, typename Idx>
 __global__ void __launch_bounds__(kThreads, kSampleBlocks)
     sampleKernel(T const* __restrict__ input, T const* __restrict__ offset, T const* __restrict__ mask,
-                 T* __restrict__ columns, SampleParams const p, Idx const items) {
+                 T* __restrict__ columns, SampleParams const p, Idx const items, WeightCopy<T> const copy) {
+    copyWeight(copy);
     Idx const runs = static_cast<Idx>(p.channels / VEC);
     Idx const pixels = static_cast<Idx>(p.pixels);
     Idx const out_w = static_cast<Idx>(p.out_w);
@@ -375,7 +409,8 @@ __global__ void __launch_bounds__(kThreads, kSampleBlocks)
 template <typename T, int VEC, typename Idx>
 __global__ void __launch_bounds__(kThreads)
     sampleStagedKernel(T const* __restrict__ input, T const* __restrict__ offset, T const* __restrict__ mask,
-                       T* __restrict__ columns, SampleParams const p, Idx const items) {
+                       T* __restrict__ columns, SampleParams const p, Idx const items, WeightCopy<T> const copy) {
+    copyWeight(copy);
     constexpr int KT = 9;
     constexpr int kPer = 16 / sizeof(T);
     extern __shared__ __align__(16) unsigned char sample_smem[];
@@ -424,7 +459,7 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename T, int VEC, int KT>
 cudaError_t launchSample(T const* input, T const* offset, T const* mask, T* columns, SampleParams const& p,
-                         int64_t items, int sms, cudaStream_t stream) {
+                         int64_t items, WeightCopy<T> const& copy, int sms, cudaStream_t stream) {
     int64_t const blocks = std::min<int64_t>((items + kThreads - 1) / kThreads, int64_t{sms} * 16);
     if constexpr (KT == 9 && VEC > 1) {
         int64_t const runs = p.channels / VEC;
@@ -435,17 +470,17 @@ cudaError_t launchSample(T const* input, T const* offset, T const* mask, T* colu
             if (items <= 0x7fffffff - kThreads * staged_blocks) {
                 sampleStagedKernel<T, VEC, int32_t><<<static_cast<unsigned>(staged_blocks), kThreads,
                                                       static_cast<size_t>(smem), stream>>>(
-                    input, offset, mask, columns, p, static_cast<int32_t>(items));
+                    input, offset, mask, columns, p, static_cast<int32_t>(items), copy);
                 return cudaGetLastError();
             }
         }
     }
     if (items <= 0x7fffffff - kThreads * blocks) {  // 32-bit index arithmetic (cheaper divisions) when it fits
         sampleKernel<T, VEC, KT, int32_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-            input, offset, mask, columns, p, static_cast<int32_t>(items));
+            input, offset, mask, columns, p, static_cast<int32_t>(items), copy);
     } else {
         sampleKernel<T, VEC, KT, int64_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-            input, offset, mask, columns, p, items);
+            input, offset, mask, columns, p, items, copy);
     }
     return cudaGetLastError();
 }
@@ -752,21 +787,6 @@ cudaError_t launchGemm(T const* weight, T const* columns, T const* bias, T* out,
 }
 
 // ---------------------------------------------------------------------------------------- cuBLASLt operands
-// The prepared weight: prep[oc][r] = weight[oc][r] for r < rows, bias[oc] at r == rows (it meets the columns' ones
-// row, so the GEMM adds the bias; 0 without bias), 0 up to rows_pad.
-template <typename T>
-__global__ void prepareWeightKernel(T const* __restrict__ weight, T const* __restrict__ bias, T* __restrict__ prep,
-                                    int64_t out_channels, int64_t rows, int64_t rows_pad) {
-    int64_t const total = out_channels * rows_pad;
-    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-        int64_t const oc = i / rows_pad, r = i - oc * rows_pad;
-        prep[i] = r < rows                        ? weight[oc * rows + r]
-                  : r == rows && bias != nullptr ? bias[oc]
-                                                 : fromF32<T>(0.f);
-    }
-}
-
 // out[img][oc][p] = bias[oc] (or 0): the whole op when there are no input channels.
 template <typename T>
 __global__ void fillBiasKernel(T const* __restrict__ bias, T* __restrict__ out, int64_t total, int64_t out_channels,
@@ -804,7 +824,7 @@ bool chooseRoute(Route& r, OpSizes const& s, Device const& dev, int64_t room, T 
     int64_t const fit = image > 0 ? std::min(s.n, room / image) : s.n;
     r.passes = (s.n + fit - 1) / fit;
     r.slice = (s.n + r.passes - 1) / r.passes;
-    if (cublaslt::available()) {
+    if (cublaslt::available() && s.out_channels * s.rowsPad() <= kMaxWeightCopy) {
         cudaDataType_t const type = std::is_same_v<T, float>    ? CUDA_R_32F
                                     : std::is_same_v<T, __half> ? CUDA_R_16F
                                                                 : CUDA_R_16BF;
@@ -828,15 +848,15 @@ bool chooseRoute(Route& r, OpSizes const& s, Device const& dev, int64_t room, T 
 // The sampling of one pass (items: images * pixels * runs of channels).
 template <typename T>
 cudaError_t sampleColumns(T const* x, T const* offset, T const* mask, T* columns, SampleParams const& sp, bool vec,
-                          int64_t images, int sms, cudaStream_t stream) {
+                          int64_t images, WeightCopy<T> const& copy, int sms, cudaStream_t stream) {
     constexpr int kVec = 16 / sizeof(T);
     int64_t const items = images * sp.pixels * (vec ? sp.channels / kVec : sp.channels);
     if (sp.taps == 9) {
-        return vec ? launchSample<T, kVec, 9>(x, offset, mask, columns, sp, items, sms, stream)
-                   : launchSample<T, 1, 9>(x, offset, mask, columns, sp, items, sms, stream);
+        return vec ? launchSample<T, kVec, 9>(x, offset, mask, columns, sp, items, copy, sms, stream)
+                   : launchSample<T, 1, 9>(x, offset, mask, columns, sp, items, copy, sms, stream);
     }
-    return vec ? launchSample<T, kVec, 0>(x, offset, mask, columns, sp, items, sms, stream)
-               : launchSample<T, 1, 0>(x, offset, mask, columns, sp, items, sms, stream);
+    return vec ? launchSample<T, kVec, 0>(x, offset, mask, columns, sp, items, copy, sms, stream)
+               : launchSample<T, 1, 0>(x, offset, mask, columns, sp, items, copy, sms, stream);
 }
 
 // ------------------------------------------------------------------------------------------------ the whole op
@@ -888,13 +908,6 @@ int32_t deformConv2d(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, 
     }
     int64_t const taps = s.taps(), rp = s.rowsPad(), mg = s.out_channels / s.groups;
     bool const lt = route.plans[0] != nullptr;
-    if (lt) {
-        unsigned const blocks = static_cast<unsigned>(
-            std::min<int64_t>((s.out_channels * rp + kThreads - 1) / kThreads, int64_t{dev.sms} * 8));
-        prepareWeightKernel<T><<<blocks, kThreads, 0, stream>>>(weight, bias, prep, s.out_channels, s.rows(), rp);
-        cudaError_t const status = cudaGetLastError();
-        if (status != cudaSuccess) return static_cast<int32_t>(status);
-    }
     SampleParams const sp{s.channels, s.height, s.width, s.kernel_w, s.out_w, s.stride_h, s.stride_w, s.pad_h,
                           s.pad_w, s.dil_h, s.dil_w, taps, pixels, s.offset_groups, s.channels / s.groups,
                           s.channels / s.offset_groups, s.rows(), rp, s.ld()};
@@ -908,7 +921,9 @@ int32_t deformConv2d(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, 
         T const* x = nhwc + n0 * s.height * s.width * s.channels;
         T const* o = off + n0 * 2 * s.offset_groups * taps * pixels;
         T const* mk = msk != nullptr ? msk + n0 * s.offset_groups * taps * pixels : nullptr;
-        cudaError_t status = sampleColumns<T>(x, o, mk, columns, sp, vec, m, dev.sms, stream);
+        WeightCopy<T> const copy{weight, bias, prep, static_cast<uint32_t>(lt && n0 == 0 ? s.out_channels * rp : 0),
+                                 static_cast<uint32_t>(s.rows()), static_cast<uint32_t>(rp)};
+        cudaError_t status = sampleColumns<T>(x, o, mk, columns, sp, vec, m, copy, dev.sms, stream);
         if (status != cudaSuccess) return static_cast<int32_t>(status);
         T* y = out + n0 * s.out_channels * pixels;
         if (lt) {
