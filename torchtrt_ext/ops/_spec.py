@@ -615,6 +615,8 @@ def _signature(tensors: tuple, attrs: dict[str, Any], sequence_attrs: tuple[str,
     checked ``1``); per input its shape, dtype, whether it is on CUDA and whether it requires grad. None, and nothing
     is remembered, when an input is not a plain torch.Tensor or Parameter (fake and functional tensors, symbolic
     shapes, non-tensors: those are checked on every call). The key may hold an unhashable value (a list)."""
+    # flat, one tuple (cheaper to build and hash than nested ones), and still unambiguous: (name, value) pairs, then
+    # types, then per input a torch.Size and three scalars or a None
     key: list[Any] = [*attrs.items(), *map(type, attrs.values())]
     for name in sequence_attrs:
         value = attrs.get(name)
