@@ -110,8 +110,9 @@ Api load() {
 }
 
 Api const& api() {
-    static Api const loaded = load();  // thread-safe initialization, once per process
-    return loaded;
+    // Thread-safe initialization, once per process; never destroyed, so plans released during exit still find it.
+    static Api const* const loaded = new Api(load());
+    return *loaded;
 }
 
 cudaError_t toCuda(LtStatus status) {
@@ -130,9 +131,17 @@ cudaError_t toCuda(LtStatus status) {
 using Key = std::array<int64_t, 15>;
 constexpr size_t kMaxPlans = 512;  // distinct shapes kept; then the cache starts over
 
-std::mutex g_mutex;  // guards g_handles and g_plans
-std::map<int, LtHandle> g_handles;
-std::map<Key, std::shared_ptr<Plan const>> g_plans;
+// The handles and plans of the process, guarded by one mutex. Never destroyed: at exit cuBLASLt and the CUDA context
+// may already be gone, and destroying descriptors then could crash.
+struct Cache {
+    std::mutex mutex;
+    std::map<int, LtHandle> handles;
+    std::map<Key, std::shared_ptr<Plan const>> plans;
+};
+Cache& cache() {
+    static Cache* const kept = new Cache();
+    return *kept;
+}
 
 }  // namespace
 
@@ -154,7 +163,7 @@ struct Plan {
 
 namespace {
 
-// Creates a plan for `s` (the caller holds g_mutex). Returns the cuBLASLt status; plan is complete on success.
+// Creates a plan for `s` (the caller holds the cache's mutex). Returns the cuBLASLt status; plan is complete on success.
 LtStatus makePlan(Plan& plan, Shape const& s, LtHandle handle) {
     Api const& lt = api();
     plan.handle = handle;
@@ -226,10 +235,11 @@ std::shared_ptr<Plan const> plan(Shape const& s, cudaError_t& status) noexcept {
         if (status != cudaSuccess) return nullptr;
         Key const key{device,     static_cast<int64_t>(s.type), s.m,        s.n,        s.k,       s.lda,
                       s.ldb,      s.ldd, s.batch, s.stride_a, s.stride_b, s.stride_d, s.align_a, s.align_b, s.align_d};
-        std::lock_guard<std::mutex> lock(g_mutex);
-        auto const found = g_plans.find(key);
-        if (found != g_plans.end()) return found->second;
-        LtHandle& handle = g_handles[device];  // one per device, kept for the process
+        Cache& c = cache();
+        std::lock_guard<std::mutex> lock(c.mutex);
+        auto const found = c.plans.find(key);
+        if (found != c.plans.end()) return found->second;
+        LtHandle& handle = c.handles[device];  // one per device, kept for the process
         if (handle == nullptr) {
             LtStatus const st = api().create(&handle);
             if (st != kLtSuccess) {
@@ -244,8 +254,8 @@ std::shared_ptr<Plan const> plan(Shape const& s, cudaError_t& status) noexcept {
             status = toCuda(st);
             return nullptr;
         }
-        if (g_plans.size() >= kMaxPlans) g_plans.clear();  // plans in use elsewhere live on in their shared_ptr
-        g_plans.emplace(key, made);
+        if (c.plans.size() >= kMaxPlans) c.plans.clear();  // plans in use elsewhere live on in their shared_ptr
+        c.plans.emplace(key, made);
         return made;
     } catch (...) {
         status = cudaErrorMemoryAllocation;  // std::bad_alloc from the map or the string

@@ -65,15 +65,16 @@ typedef struct TorchtrtExtDeformConv2dTensors {
 // torchtrt_ext_deform_conv2d_workspace_size(desc) (a smaller one that still holds one image's columns works too, in
 // more passes), 256-byte aligned (cudaMalloc's alignment); nothing in it survives the call.
 // Returns a cudaError_t as int32_t: 0 once every launch was accepted (an empty output launches nothing);
-// cudaErrorInvalidValue (1) for a bad descriptor, a null pointer or a workspace too small for one image; otherwise
-// the error of the failed launch. Never exits or aborts.
+// cudaErrorInvalidValue (1) for a bad descriptor, a null pointer or a workspace too small for one image;
+// cudaErrorNotSupported when neither cuBLASLt nor our own GEMM (sm_80+) can run on the device; otherwise the error
+// of the failed launch or cuBLASLt call. Never exits or aborts.
 TORCHTRT_EXT_API int32_t torchtrt_ext_deform_conv2d(TorchtrtExtDeformConv2dDesc const* desc,
                                                     TorchtrtExtDeformConv2dTensors const* tensors, void* workspace,
                                                     int64_t workspace_bytes, cudaStream_t stream);
 
 // Bytes of workspace the launcher wants for `desc`: the channels-last input (NCHW input only), the prepared weight,
-// cuBLASLt's 4 MiB and the columns of min(n, images fitting in 256 MiB, at least 1) images. Never decreases when n, channels, height, width or
-// out_channels grow (so a size from a profile's largest shapes serves every smaller one). Returns -1 for a
+// cuBLASLt's 4 MiB and the columns of min(n, images fitting in 256 MiB, at least 1) images. Never decreases when n,
+// channels, height, width or out_channels grow (so a size from a profile's largest shapes serves every smaller one). Returns -1 for a
 // descriptor the launcher would reject or a byte count that overflows. Host only.
 TORCHTRT_EXT_API int64_t torchtrt_ext_deform_conv2d_workspace_size(TorchtrtExtDeformConv2dDesc const* desc);
 
