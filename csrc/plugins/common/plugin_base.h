@@ -275,7 +275,8 @@ public:
             return 0;
         });
     }
-    nvinfer1::IPluginV3* attachToContext(nvinfer1::IPluginResourceContext* /* context */) noexcept final
+    //! An op that keeps per-context resources (a library handle) replaces this.
+    nvinfer1::IPluginV3* attachToContext(nvinfer1::IPluginResourceContext* /* context */) noexcept override
     {
         // No per-context resources: each execution context gets its own independent copy.
         return clone();
