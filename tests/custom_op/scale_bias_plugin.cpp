@@ -1,7 +1,6 @@
 #include "custom_op/scale_bias_plugin.h"
 
 #include "custom_op/scale_bias.h"
-#include "plugins/common/logging.h"
 
 #include <cstdio>
 #include <memory>
@@ -17,8 +16,6 @@ namespace plugins
 {
 namespace
 {
-constexpr int32_t kERROR_STATUS = -1;
-
 std::string describe(float scale, float bias)
 {
     char text[64];
@@ -40,135 +37,47 @@ ScaleBiasPlugin::ScaleBiasPlugin(float scale, float bias, std::string pluginName
 {
 }
 
-int32_t ScaleBiasPlugin::configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
-    nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept
+void ScaleBiasPlugin::outputDataTypes(DataType* outputTypes, DataType const* inputTypes, int32_t /* nbInputs */) const
 {
-    try
-    {
-        require(in != nullptr && out != nullptr, "null tensor descriptions");
-        checkCounts(nbInputs, nbOutputs);
-        checkIO(in[0].desc, out[0].desc);
-        return 0;
-    }
-    catch (...)
-    {
-        logCaught("TestScaleBias::configurePlugin");
-    }
-    return kERROR_STATUS;
+    require(inputTypes[0] == DataType::kFLOAT, "expected a kFLOAT input");
+    outputTypes[0] = DataType::kFLOAT;
 }
 
-int32_t ScaleBiasPlugin::getOutputDataTypes(
-    DataType* outputTypes, int32_t nbOutputs, DataType const* inputTypes, int32_t nbInputs) const noexcept
+bool ScaleBiasPlugin::supportsFormat(int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut) const
 {
-    try
-    {
-        checkCounts(nbInputs, nbOutputs);
-        require(outputTypes != nullptr && inputTypes != nullptr, "null type arrays");
-        require(inputTypes[0] == DataType::kFLOAT, "expected a kFLOAT input");
-        outputTypes[0] = DataType::kFLOAT;
-        return 0;
-    }
-    catch (...)
-    {
-        logCaught("TestScaleBias::getOutputDataTypes");
-    }
-    return kERROR_STATUS;
+    return inOut[pos].desc.format == TensorFormat::kLINEAR && inOut[pos].desc.type == DataType::kFLOAT;
 }
 
-int32_t ScaleBiasPlugin::getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs,
-    nvinfer1::DimsExprs const* /* shapeInputs */, int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs,
-    int32_t nbOutputs, nvinfer1::IExprBuilder& /* exprBuilder */) noexcept
+void ScaleBiasPlugin::configure(
+    nvinfer1::PluginTensorDesc const* in, int32_t /* nbInputs */, nvinfer1::PluginTensorDesc const* out) const
 {
-    try
-    {
-        checkCounts(nbInputs, nbOutputs);
-        require(nbShapeInputs == 0, "expected no shape input");
-        require(inputs != nullptr && outputs != nullptr, "null shape arrays");
-        outputs[0] = inputs[0];
-        return 0;
-    }
-    catch (...)
-    {
-        logCaught("TestScaleBias::getOutputShapes");
-    }
-    return kERROR_STATUS;
+    checkIO(in[0], out[0]);
 }
 
-bool ScaleBiasPlugin::supportsFormatCombination(
-    int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs, int32_t nbOutputs) noexcept
+void ScaleBiasPlugin::outputShapes(nvinfer1::DimsExprs const* inputs, int32_t /* nbInputs */,
+    nvinfer1::DimsExprs* outputs, nvinfer1::IExprBuilder& /* exprBuilder */) const
 {
-    try
-    {
-        checkCounts(nbInputs, nbOutputs);
-        require(inOut != nullptr && pos >= 0 && pos < 2, "bad arguments");
-        return inOut[pos].desc.format == TensorFormat::kLINEAR && inOut[pos].desc.type == DataType::kFLOAT;
-    }
-    catch (...)
-    {
-        logCaught("TestScaleBias::supportsFormatCombination");
-    }
-    return false;
+    outputs[0] = inputs[0];
 }
 
-size_t ScaleBiasPlugin::getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* /* inputs */,
-    int32_t /* nbInputs */, nvinfer1::DynamicPluginTensorDesc const* /* outputs */,
-    int32_t /* nbOutputs */) const noexcept
+void ScaleBiasPlugin::run(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
+    void const* const* inputs, void* const* outputs, void* /* workspace */, cudaStream_t stream) const
 {
-    return 0;
-}
-
-int32_t ScaleBiasPlugin::onShapeChange(
-    nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out, int32_t nbOutputs) noexcept
-{
-    try
+    checkIO(inputDesc[0], outputDesc[0]);
+    int64_t count = 1;
+    for (int32_t i = 0; i < inputDesc[0].dims.nbDims; ++i)
     {
-        require(in != nullptr && out != nullptr, "null tensor descriptions");
-        checkCounts(nbInputs, nbOutputs);
-        checkIO(in[0], out[0]);
-        return 0;
+        require(inputDesc[0].dims.d[i] >= 0, "expected known dimensions at enqueue");
+        count *= inputDesc[0].dims.d[i];
     }
-    catch (...)
-    {
-        logCaught("TestScaleBias::onShapeChange");
-    }
-    return kERROR_STATUS;
-}
-
-int32_t ScaleBiasPlugin::enqueue(nvinfer1::PluginTensorDesc const* inputDesc,
-    nvinfer1::PluginTensorDesc const* outputDesc, void const* const* inputs, void* const* outputs,
-    void* /* workspace */, cudaStream_t stream) noexcept
-{
-    try
-    {
-        require(inputDesc != nullptr && outputDesc != nullptr && inputs != nullptr && outputs != nullptr,
-            "null tensor descriptions or buffers");
-        checkIO(inputDesc[0], outputDesc[0]);
-        int64_t count = 1;
-        for (int32_t i = 0; i < inputDesc[0].dims.nbDims; ++i)
-        {
-            require(inputDesc[0].dims.d[i] >= 0, "expected known dimensions at enqueue");
-            count *= inputDesc[0].dims.d[i];
-        }
-        int32_t const status = test_scale_bias_f32(
-            static_cast<float const*>(inputs[0]), static_cast<float*>(outputs[0]), count, mScale, mBias, stream);
-        checkCuda(static_cast<cudaError_t>(status), "the TestScaleBias kernel launch");
-        return 0;
-    }
-    catch (...)
-    {
-        logCaught("TestScaleBias::enqueue");
-    }
-    return kERROR_STATUS;
+    int32_t const status = test_scale_bias_f32(
+        static_cast<float const*>(inputs[0]), static_cast<float*>(outputs[0]), count, mScale, mBias, stream);
+    checkCuda(static_cast<cudaError_t>(status), "the TestScaleBias kernel launch");
 }
 
 void ScaleBiasPlugin::checkCounts(int32_t nbInputs, int32_t nbOutputs)
 {
     require(nbInputs == 1 && nbOutputs == 1, "expected 1 input and 1 output");
-}
-
-char const* ScaleBiasPlugin::inputName(int32_t /* index */) noexcept
-{
-    return "x";
 }
 
 void ScaleBiasPlugin::addFieldsToSerialize(std::vector<PluginField>& fields)

@@ -23,27 +23,18 @@ class ScaleBiasPlugin : public PluginV3Base<ScaleBiasPlugin>
 public:
     ScaleBiasPlugin(float scale, float bias, std::string pluginNamespace);
 
-    int32_t configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
-        nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept override;
-    int32_t getOutputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs,
-        nvinfer1::DataType const* inputTypes, int32_t nbInputs) const noexcept override;
-    int32_t getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs const* shapeInputs,
-        int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs,
-        nvinfer1::IExprBuilder& exprBuilder) noexcept override;
-    bool supportsFormatCombination(int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs,
-        int32_t nbOutputs) noexcept override;
-    size_t getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
-        nvinfer1::DynamicPluginTensorDesc const* outputs, int32_t nbOutputs) const noexcept override;
-    int32_t onShapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out,
-        int32_t nbOutputs) noexcept override;
-    int32_t enqueue(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
-        void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) noexcept override;
-
 private:
     friend class PluginV3Base<ScaleBiasPlugin>;
-    void addFieldsToSerialize(std::vector<nvinfer1::PluginField>& fields);
+    // The hooks of PluginV3Base (plugin_base.h), which checks the counts and pointers and catches what they throw.
     static void checkCounts(int32_t nbInputs, int32_t nbOutputs);
-    static char const* inputName(int32_t index) noexcept;
+    void addFieldsToSerialize(std::vector<nvinfer1::PluginField>& fields);
+    void outputDataTypes(nvinfer1::DataType* outputTypes, nvinfer1::DataType const* inputTypes, int32_t nbInputs) const;
+    bool supportsFormat(int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut) const;
+    void configure(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out) const;
+    void outputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs* outputs,
+        nvinfer1::IExprBuilder& exprBuilder) const;
+    void run(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
+        void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) const;
 
     float mScale;
     float mBias;

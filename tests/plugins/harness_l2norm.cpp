@@ -151,6 +151,10 @@ void checkCreateAndCapabilities(Checker& c, IPluginCreatorV3One* creator, TestLo
         DynamicPluginTensorDesc in = dynDesc({-1, 8, 4, 4}, DataType::kFLOAT);
         DynamicPluginTensorDesc out = in;
         c.check(bu->getWorkspaceSize(&in, 1, &out, 1) == 0, "getWorkspaceSize is 0");
+        logger.clear();
+        c.check(bu->getWorkspaceSize(&in, 2, &out, 1) == 0
+                && logger.hasError({"L2Norm::getWorkspaceSize", "expected 1 input and 1 output, got 2 inputs"}),
+            "getWorkspaceSize with 2 inputs returns 0 and logs the counts it expected (PluginV3Base's boundary)");
     }
 
     logger.clear();

@@ -4,6 +4,8 @@ advertises TensorRT's field names and types (the op definition's attributes), cr
 log line."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 
@@ -18,16 +20,20 @@ VALUES = {"score_threshold": 0.3, "iou_threshold": 0.5, "max_output_boxes": 7, "
 
 
 @pytest.fixture(scope="module")
-def creator() -> object:
+def creator() -> Iterator[object]:
     try:
         library = _native.plugin_library_path()
     except LibraryNotFoundError as exc:
         pytest.skip(f"plugin library not built: {exc}")
     registry = trt.get_plugin_registry()
-    registry.load_library(str(library))
-    found = registry.get_creator(SPEC.name, SPEC.version, "torchtrt_ext")
-    assert found is not None, "the plugin library registers EfficientNMS_TRT 1 in namespace torchtrt_ext"
-    return found
+    handle = registry.load_library(str(library))
+    # Deregistered afterwards: the registry is the process's, and a later load_library of the same creators fails.
+    try:
+        found = registry.get_creator(SPEC.name, SPEC.version, "torchtrt_ext")
+        assert found is not None, "the plugin library registers EfficientNMS_TRT 1 in namespace torchtrt_ext"
+        yield found
+    finally:
+        registry.deregister_library(handle)
 
 
 def fields(**values: float) -> object:

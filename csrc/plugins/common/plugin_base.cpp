@@ -72,15 +72,8 @@ PluginCreatorBase::PluginCreatorBase(char const* name, char const* version, char
 nvinfer1::IPluginV3* PluginCreatorBase::createPlugin(
     char const* /* name */, nvinfer1::PluginFieldCollection const* fc, nvinfer1::TensorRTPhase /* phase */) noexcept
 {
-    try
-    {
-        return createFromFields(fc).release();
-    }
-    catch (...)
-    {
-        logCaughtIn(getPluginName(), "createPlugin");
-    }
-    return nullptr;
+    return catchAtBoundary(getPluginName(), "createPlugin", static_cast<nvinfer1::IPluginV3*>(nullptr),
+        [&] { return createFromFields(fc).release(); });
 }
 
 void PluginCreatorBase::readFields(nvinfer1::PluginFieldCollection const* fc, char const* expectedFields,

@@ -1,8 +1,9 @@
 // Boilerplate shared by every torchtrt_ext plugin: name/version/namespace for the plugin's core capability and
-// its creator, the IPluginV3 plumbing that is the same for every op (capabilities, clone, attachToContext, timing-cache
-// ID, the field collection to serialize), the creator's advertised field list and walk over the fields it is given,
-// and typed reads of PluginFields. An op's files then hold only its own logic (attributes, shapes, formats, dtype
-// dispatch).
+// its creator, every noexcept IPluginV3 entry point (the checks of what TensorRT passes, the catch at the boundary,
+// the logged error and the error value) around hooks that hold an op's own logic, the plumbing that is the same for
+// every op (capabilities, clone, attachToContext, timing-cache ID, the field collection to serialize), the creator's
+// advertised field list and walk over the fields it is given, and typed reads of PluginFields. An op's files then hold
+// only its own logic (attributes, shapes, formats, dtype dispatch).
 #pragma once
 
 #include "NvInferRuntime.h"
@@ -62,6 +63,25 @@ void readArrayField(nvinfer1::PluginField const& field, nvinfer1::PluginFieldTyp
 //! catch block.
 void logCaughtIn(char const* plugin, char const* method) noexcept;
 
+//! The noexcept boundary of a TensorRT entry point: what `body` returns, or `onError` after logging what it threw as
+//! an error of "<plugin>::<method>". Nothing escapes.
+template <typename Result, typename Body>
+Result catchAtBoundary(char const* plugin, char const* method, Result onError, Body&& body) noexcept
+{
+    try
+    {
+        return body();
+    }
+    catch (...)
+    {
+        logCaughtIn(plugin, method);
+    }
+    return onError;
+}
+
+//! The status a TensorRT entry point returns for a failure (0 is success).
+constexpr int32_t kPLUGIN_ERROR = -1;
+
 //! Name, version and namespace of a plugin (Interface = IPluginV3OneCore) or of its creator (IPluginCreatorV3One).
 template <typename Interface>
 class PluginIdentity : public Interface
@@ -101,15 +121,31 @@ private:
 using PluginCoreBase = PluginIdentity<nvinfer1::IPluginV3OneCore>;
 
 //! An IPluginV3 with the core, build and runtime capabilities, holding what every torchtrt_ext plugin does the same
-//! way: capability lookup, clone (a copy of Derived), attachToContext (no per-context resources: each execution
-//! context gets its own independent copy), timing-cache ID and metadata (a description of the creation state), the
-//! PluginFieldCollection of getFieldsToSerialize, and the type rules every op shares: one output, every tensor LINEAR
-//! and of one type, float32, float16 or bfloat16 (getNbOutputs, getOutputDataTypes, supportsFormatCombination).
-//! Derived (CRTP) is the op's plugin class; it must be copyable and define, for this base only (a friend):
-//!   `void addFieldsToSerialize(std::vector<nvinfer1::PluginField>& fields)` appending its attributes with data
-//!       pointing into the object (the same list its creator reads);
-//!   `static void checkCounts(int32_t nbInputs, int32_t nbOutputs)` throwing PluginError for counts it does not take;
-//!   `static char const* inputName(int32_t index) noexcept` naming input `index` in messages ("weight").
+//! way: each noexcept TensorRT entry point (it checks the counts and pointers TensorRT passes, calls the op's hook and
+//! logs what that throws as an error of "<plugin>::<method>" before returning the error value), capability lookup,
+//! clone (a copy of Derived), attachToContext (no per-context resources: each execution context gets its own
+//! independent copy), timing-cache ID and metadata (a description of the creation state) and the
+//! PluginFieldCollection of getFieldsToSerialize.
+//! Derived (CRTP) is the op's plugin class. It must be copyable and define, for this base only (a friend), hooks that
+//! throw PluginError for what they reject; the counts (checkCounts) and pointers are checked before a hook runs:
+//!   `static void checkCounts(int32_t nbInputs, int32_t nbOutputs)`: rejects the counts it does not take;
+//!   `void addFieldsToSerialize(std::vector<PluginField>& fields)`: appends its attributes with data pointing into
+//!       the object (the same list its creator reads);
+//!   `void configure(PluginTensorDesc const* in, int32_t nbInputs, PluginTensorDesc const* out)`: the checks of
+//!       configurePlugin (-1 for the sizes the profile leaves open) and of onShapeChange (every size known);
+//!   `void outputShapes(DimsExprs const* inputs, int32_t nbInputs, DimsExprs* outputs, IExprBuilder& exprBuilder)`:
+//!       getOutputShapes (no shape inputs);
+//!   `void run(PluginTensorDesc const* inputDesc, PluginTensorDesc const* outputDesc, void const* const* inputs,
+//!       void* const* outputs, void* workspace, cudaStream_t stream)`: enqueue.
+//! It may also define these, which replace the base's defaults (the rules most ops share: one output, every tensor
+//! LINEAR and of one type, float32, float16 or bfloat16):
+//!   `void shapesChanged(PluginTensorDesc const* in, int32_t nbInputs, PluginTensorDesc const* out) const`: what
+//!       onShapeChange does after configure: nothing;
+//!   `size_t workspaceSize(DynamicPluginTensorDesc const* inputs) const`: none;
+//!   `void outputDataTypes(DataType* outputTypes, DataType const* inputTypes, int32_t nbInputs) const`: the inputs'
+//!       one type (messages name input i by `static char const* inputName(int32_t i) noexcept`, e.g. "weight");
+//!   `bool supportsFormat(int32_t pos, DynamicPluginTensorDesc const* inOut) const`: LINEAR, a float type at
+//!       position 0 and position 0's type at every later one.
 template <typename Derived>
 class PluginV3Base : public nvinfer1::IPluginV3,
                      public PluginCoreBase,
@@ -121,36 +157,24 @@ public:
     ~PluginV3Base() override = default;
 
     // IPluginV3
-    nvinfer1::IPluginCapability* getCapabilityInterface(nvinfer1::PluginCapabilityType type) noexcept override
+    nvinfer1::IPluginCapability* getCapabilityInterface(nvinfer1::PluginCapabilityType type) noexcept final
     {
-        try
-        {
-            switch (type)
-            {
-            case nvinfer1::PluginCapabilityType::kCORE: return static_cast<nvinfer1::IPluginV3OneCore*>(this);
-            case nvinfer1::PluginCapabilityType::kBUILD: return static_cast<nvinfer1::IPluginV3OneBuild*>(this);
-            case nvinfer1::PluginCapabilityType::kRUNTIME: return static_cast<nvinfer1::IPluginV3OneRuntime*>(this);
-            }
-            throw PluginError("unknown PluginCapabilityType " + std::to_string(static_cast<int32_t>(type)));
-        }
-        catch (...)
-        {
-            logCaughtIn(getPluginName(), "getCapabilityInterface");
-        }
-        return nullptr;
+        return catchAtBoundary(getPluginName(), "getCapabilityInterface",
+            static_cast<nvinfer1::IPluginCapability*>(nullptr), [&]() -> nvinfer1::IPluginCapability* {
+                switch (type)
+                {
+                case nvinfer1::PluginCapabilityType::kCORE: return static_cast<nvinfer1::IPluginV3OneCore*>(this);
+                case nvinfer1::PluginCapabilityType::kBUILD: return static_cast<nvinfer1::IPluginV3OneBuild*>(this);
+                case nvinfer1::PluginCapabilityType::kRUNTIME: return static_cast<nvinfer1::IPluginV3OneRuntime*>(this);
+                }
+                throw PluginError("unknown PluginCapabilityType " + std::to_string(static_cast<int32_t>(type)));
+            });
     }
     //! A deep copy: the copy shares no buffer with this plugin.
-    nvinfer1::IPluginV3* clone() noexcept override
+    nvinfer1::IPluginV3* clone() noexcept final
     {
-        try
-        {
-            return std::make_unique<Derived>(static_cast<Derived const&>(*this)).release();
-        }
-        catch (...)
-        {
-            logCaughtIn(getPluginName(), "clone");
-        }
-        return nullptr;
+        return catchAtBoundary(getPluginName(), "clone", static_cast<nvinfer1::IPluginV3*>(nullptr),
+            [&]() -> nvinfer1::IPluginV3* { return std::make_unique<Derived>(derived()).release(); });
     }
 
     // IPluginV3OneBuild
@@ -158,56 +182,60 @@ public:
     {
         return 1;
     }
-    //! The output has the inputs' type; fails (logged) unless every input has one supported type.
     int32_t getOutputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs, nvinfer1::DataType const* inputTypes,
-        int32_t nbInputs) const noexcept override
+        int32_t nbInputs) const noexcept final
     {
-        try
-        {
+        return catchAtBoundary(getPluginName(), "getOutputDataTypes", kPLUGIN_ERROR, [&] {
             Derived::checkCounts(nbInputs, nbOutputs);
             require(outputTypes != nullptr && inputTypes != nullptr, "null type arrays");
-            require(isFloatType(inputTypes[0]),
-                std::string(Derived::inputName(0)) + " has type " + dataTypeName(inputTypes[0])
-                    + ", expected kFLOAT, kHALF or kBF16 (cast the inputs first)");
-            for (int32_t i = 1; i < nbInputs; ++i)
-            {
-                require(inputTypes[i] == inputTypes[0],
-                    std::string(Derived::inputName(i)) + " has type " + dataTypeName(inputTypes[i])
-                        + ", expected the input's type " + dataTypeName(inputTypes[0]) + " (cast it)");
-            }
-            outputTypes[0] = inputTypes[0];
+            derived().outputDataTypes(outputTypes, inputTypes, nbInputs);
             return 0;
-        }
-        catch (...)
-        {
-            logCaughtIn(getPluginName(), "getOutputDataTypes");
-        }
-        return -1;
+        });
     }
-    //! LINEAR float32, float16 or bfloat16 at position 0; every later position the type chosen for position 0.
     bool supportsFormatCombination(int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs,
-        int32_t nbOutputs) noexcept override
+        int32_t nbOutputs) noexcept final
     {
-        try
-        {
+        return catchAtBoundary(getPluginName(), "supportsFormatCombination", false, [&] {
             Derived::checkCounts(nbInputs, nbOutputs);
             require(inOut != nullptr, "null tensor descriptions");
             require(pos >= 0 && pos < nbInputs + nbOutputs,
                 "position " + std::to_string(pos) + " is out of range, expected [0, "
                     + std::to_string(nbInputs + nbOutputs) + ")");
-            nvinfer1::PluginTensorDesc const& desc = inOut[pos].desc;
-            if (desc.format != nvinfer1::TensorFormat::kLINEAR || !isFloatType(desc.type))
-            {
-                return false;
-            }
-            // Every later position is asked with the earlier ones already chosen: all must be position 0's type.
-            return pos == 0 || desc.type == inOut[0].desc.type;
-        }
-        catch (...)
-        {
-            logCaughtIn(getPluginName(), "supportsFormatCombination");
-        }
-        return false;
+            return derived().supportsFormat(pos, inOut);
+        });
+    }
+    int32_t configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
+        nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept final
+    {
+        return catchAtBoundary(getPluginName(), "configurePlugin", kPLUGIN_ERROR, [&] {
+            require(in != nullptr && out != nullptr, "null tensor descriptions");
+            Derived::checkCounts(nbInputs, nbOutputs);
+            std::vector<nvinfer1::PluginTensorDesc> const inputs = buildTimeDescs(in, nbInputs);
+            std::vector<nvinfer1::PluginTensorDesc> const outputs = buildTimeDescs(out, nbOutputs);
+            derived().configure(inputs.data(), nbInputs, outputs.data());
+            return 0;
+        });
+    }
+    int32_t getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs,
+        nvinfer1::DimsExprs const* /* shapeInputs */, int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs,
+        int32_t nbOutputs, nvinfer1::IExprBuilder& exprBuilder) noexcept final
+    {
+        return catchAtBoundary(getPluginName(), "getOutputShapes", kPLUGIN_ERROR, [&] {
+            Derived::checkCounts(nbInputs, nbOutputs);
+            require(nbShapeInputs == 0, "expected no shape inputs, got " + std::to_string(nbShapeInputs));
+            require(inputs != nullptr && outputs != nullptr, "null shape arrays");
+            derived().outputShapes(inputs, nbInputs, outputs, exprBuilder);
+            return 0;
+        });
+    }
+    size_t getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
+        nvinfer1::DynamicPluginTensorDesc const* /* outputs */, int32_t nbOutputs) const noexcept final
+    {
+        return catchAtBoundary(getPluginName(), "getWorkspaceSize", size_t{0}, [&] {
+            Derived::checkCounts(nbInputs, nbOutputs);
+            require(inputs != nullptr, "null tensor descriptions");
+            return derived().workspaceSize(inputs);
+        });
     }
     //! True for the data types the kernels compute (accumulating in float32): kFLOAT, kHALF, kBF16.
     static bool isFloatType(nvinfer1::DataType type) noexcept
@@ -226,26 +254,43 @@ public:
     }
 
     // IPluginV3OneRuntime
+    int32_t onShapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out,
+        int32_t nbOutputs) noexcept final
+    {
+        return catchAtBoundary(getPluginName(), "onShapeChange", kPLUGIN_ERROR, [&] {
+            require(in != nullptr && out != nullptr, "null tensor descriptions");
+            Derived::checkCounts(nbInputs, nbOutputs);
+            derived().configure(in, nbInputs, out);
+            derived().shapesChanged(in, nbInputs, out);
+            return 0;
+        });
+    }
+    int32_t enqueue(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
+        void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) noexcept final
+    {
+        return catchAtBoundary(getPluginName(), "enqueue", kPLUGIN_ERROR, [&] {
+            require(inputDesc != nullptr && outputDesc != nullptr && inputs != nullptr && outputs != nullptr,
+                "null tensor descriptions or buffers");
+            derived().run(inputDesc, outputDesc, inputs, outputs, workspace, stream);
+            return 0;
+        });
+    }
+    //! An op that keeps per-context resources (a library handle) replaces this.
     nvinfer1::IPluginV3* attachToContext(nvinfer1::IPluginResourceContext* /* context */) noexcept override
     {
         // No per-context resources: each execution context gets its own independent copy.
         return clone();
     }
-    nvinfer1::PluginFieldCollection const* getFieldsToSerialize() noexcept override
+    nvinfer1::PluginFieldCollection const* getFieldsToSerialize() noexcept final
     {
-        try
-        {
-            mFieldsToSerialize.clear();
-            static_cast<Derived*>(this)->addFieldsToSerialize(mFieldsToSerialize);
-            mFieldCollection.nbFields = static_cast<int32_t>(mFieldsToSerialize.size());
-            mFieldCollection.fields = mFieldsToSerialize.data();
-            return &mFieldCollection;
-        }
-        catch (...)
-        {
-            logCaughtIn(getPluginName(), "getFieldsToSerialize");
-        }
-        return nullptr;
+        return catchAtBoundary(getPluginName(), "getFieldsToSerialize",
+            static_cast<nvinfer1::PluginFieldCollection const*>(nullptr), [&] {
+                mFieldsToSerialize.clear();
+                derived().addFieldsToSerialize(mFieldsToSerialize);
+                mFieldCollection.nbFields = static_cast<int32_t>(mFieldsToSerialize.size());
+                mFieldCollection.fields = mFieldsToSerialize.data();
+                return static_cast<nvinfer1::PluginFieldCollection const*>(&mFieldCollection);
+            });
     }
 
 protected:
@@ -265,9 +310,62 @@ protected:
         // mFieldsToSerialize points into the object it belongs to: rebuilt on demand, never copied.
     }
 
+    // The defaults Derived may replace (see the class comment).
+    void shapesChanged(nvinfer1::PluginTensorDesc const* /* in */, int32_t /* nbInputs */,
+        nvinfer1::PluginTensorDesc const* /* out */) const
+    {
+    }
+    size_t workspaceSize(nvinfer1::DynamicPluginTensorDesc const* /* inputs */) const
+    {
+        return 0;
+    }
+    void outputDataTypes(nvinfer1::DataType* outputTypes, nvinfer1::DataType const* inputTypes, int32_t nbInputs) const
+    {
+        require(isFloatType(inputTypes[0]),
+            std::string(Derived::inputName(0)) + " has type " + dataTypeName(inputTypes[0])
+                + ", expected kFLOAT, kHALF or kBF16 (cast the inputs first)");
+        for (int32_t i = 1; i < nbInputs; ++i)
+        {
+            require(inputTypes[i] == inputTypes[0],
+                std::string(Derived::inputName(i)) + " has type " + dataTypeName(inputTypes[i])
+                    + ", expected the input's type " + dataTypeName(inputTypes[0]) + " (cast it)");
+        }
+        outputTypes[0] = inputTypes[0];
+    }
+    bool supportsFormat(int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut) const
+    {
+        nvinfer1::PluginTensorDesc const& desc = inOut[pos].desc;
+        if (desc.format != nvinfer1::TensorFormat::kLINEAR || !isFloatType(desc.type))
+        {
+            return false;
+        }
+        // Every later position is asked with the earlier ones already chosen: all must be position 0's type.
+        return pos == 0 || desc.type == inOut[0].desc.type;
+    }
+
     std::string const mDescription;
 
 private:
+    Derived& derived() noexcept
+    {
+        return static_cast<Derived&>(*this);
+    }
+    Derived const& derived() const noexcept
+    {
+        return static_cast<Derived const&>(*this);
+    }
+    //! The PluginTensorDesc part of each of `count` build-time descriptions.
+    static std::vector<nvinfer1::PluginTensorDesc> buildTimeDescs(
+        nvinfer1::DynamicPluginTensorDesc const* descs, int32_t count)
+    {
+        std::vector<nvinfer1::PluginTensorDesc> result;
+        for (int32_t i = 0; i < count; ++i)
+        {
+            result.push_back(descs[i].desc);
+        }
+        return result;
+    }
+
     std::vector<nvinfer1::PluginField> mFieldsToSerialize;
     nvinfer1::PluginFieldCollection mFieldCollection{};
 };

@@ -26,7 +26,6 @@ namespace
 constexpr int32_t kMIN_INPUTS = 3; // input, offset, weight
 constexpr int32_t kMAX_INPUTS = 5; // + bias, + mask (bias always before mask: 4 inputs = bias)
 constexpr int32_t kNB_OUTPUTS = 1;
-constexpr int32_t kERROR_STATUS = -1;
 constexpr int32_t kINPUT = 0;
 constexpr int32_t kOFFSET = 1;
 constexpr int32_t kWEIGHT = 2;
@@ -114,10 +113,8 @@ DeformConv2dPlugin::DeformConv2dPlugin(DeformConv2dAttrs const& attrs, std::stri
         "field 'offset_groups' is " + std::to_string(attrs.offsetGroups) + ", expected a value >= 1");
 }
 
-void DeformConv2dPlugin::checkIO(
-    PluginTensorDesc const* in, int32_t nbInputs, PluginTensorDesc const& out, int32_t nbOutputs) const
+void DeformConv2dPlugin::checkIO(PluginTensorDesc const* in, int32_t nbInputs, PluginTensorDesc const& out) const
 {
-    checkCounts(nbInputs, nbOutputs);
     for (int32_t i = 0; i < nbInputs; ++i)
     {
         require(in[i].dims.nbDims == kINPUT_RANKS[i],
@@ -240,156 +237,92 @@ int64_t DeformConv2dPlugin::workspaceBytes(TorchtrtExtDeformConv2dDesc const& de
     return bytes;
 }
 
-int32_t DeformConv2dPlugin::configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
-    nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept
+void DeformConv2dPlugin::configure(PluginTensorDesc const* in, int32_t nbInputs, PluginTensorDesc const* out)
 {
-    try
-    {
-        require(in != nullptr && out != nullptr, "null tensor descriptions");
-        checkCounts(nbInputs, nbOutputs);
-        PluginTensorDesc descs[kMAX_INPUTS];
-        for (int32_t i = 0; i < nbInputs; ++i)
-        {
-            descs[i] = in[i].desc;
-        }
-        checkIO(descs, nbInputs, out[0].desc, nbOutputs);
-        mNbInputs = nbInputs;
-        return 0;
-    }
-    catch (...)
-    {
-        logCaught("DeformConv2d::configurePlugin");
-    }
-    return kERROR_STATUS;
+    checkIO(in, nbInputs, out[0]);
+    mNbInputs = nbInputs;
 }
 
-int32_t DeformConv2dPlugin::getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs,
-    nvinfer1::DimsExprs const* /* shapeInputs */, int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs,
-    int32_t nbOutputs, nvinfer1::IExprBuilder& exprBuilder) noexcept
+void DeformConv2dPlugin::outputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs,
+    nvinfer1::DimsExprs* outputs, nvinfer1::IExprBuilder& exprBuilder) const
 {
-    try
+    for (int32_t i = 0; i < nbInputs; ++i)
     {
-        checkCounts(nbInputs, nbOutputs);
-        require(nbShapeInputs == 0, "expected no shape inputs, got " + std::to_string(nbShapeInputs));
-        require(inputs != nullptr && outputs != nullptr, "null shape arrays");
-        for (int32_t i = 0; i < nbInputs; ++i)
-        {
-            require(inputs[i].nbDims == kINPUT_RANKS[i],
-                std::string(kINPUT_NAMES[i]) + " has rank " + std::to_string(inputs[i].nbDims) + ", expected rank "
-                    + std::to_string(kINPUT_RANKS[i]));
-        }
-        nvinfer1::DimsExprs const& x = inputs[kINPUT];
-        nvinfer1::DimsExprs const& w = inputs[kWEIGHT];
-        nvinfer1::DimsExprs& y = outputs[0];
-        y.nbDims = 4;
-        y.d[0] = x.d[0];
-        y.d[1] = w.d[0];
-        y.d[2] = convOutExpr(exprBuilder, *x.d[2], *w.d[2], mAttrs.stride[0], mAttrs.padding[0], mAttrs.dilation[0]);
-        y.d[3] = convOutExpr(exprBuilder, *x.d[3], *w.d[3], mAttrs.stride[1], mAttrs.padding[1], mAttrs.dilation[1]);
-        require(y.d[2] != nullptr && y.d[3] != nullptr, "the expression builder returned no expression");
-        for (int32_t a = 2; a < 4; ++a)
-        {
-            require(!y.d[a]->isConstant() || y.d[a]->getConstantValue() >= 1,
-                "the output size along dim " + std::to_string(a) + " is " + std::to_string(y.d[a]->getConstantValue())
-                    + " for " + mDescription + ", expected >= 1 (the kernel does not fit the padded input)");
-        }
-        return 0;
+        require(inputs[i].nbDims == kINPUT_RANKS[i],
+            std::string(kINPUT_NAMES[i]) + " has rank " + std::to_string(inputs[i].nbDims) + ", expected rank "
+                + std::to_string(kINPUT_RANKS[i]));
     }
-    catch (...)
+    nvinfer1::DimsExprs const& x = inputs[kINPUT];
+    nvinfer1::DimsExprs const& w = inputs[kWEIGHT];
+    nvinfer1::DimsExprs& y = outputs[0];
+    y.nbDims = 4;
+    y.d[0] = x.d[0];
+    y.d[1] = w.d[0];
+    y.d[2] = convOutExpr(exprBuilder, *x.d[2], *w.d[2], mAttrs.stride[0], mAttrs.padding[0], mAttrs.dilation[0]);
+    y.d[3] = convOutExpr(exprBuilder, *x.d[3], *w.d[3], mAttrs.stride[1], mAttrs.padding[1], mAttrs.dilation[1]);
+    require(y.d[2] != nullptr && y.d[3] != nullptr, "the expression builder returned no expression");
+    for (int32_t a = 2; a < 4; ++a)
     {
-        logCaught("DeformConv2d::getOutputShapes");
+        require(!y.d[a]->isConstant() || y.d[a]->getConstantValue() >= 1,
+            "the output size along dim " + std::to_string(a) + " is " + std::to_string(y.d[a]->getConstantValue())
+                + " for " + mDescription + ", expected >= 1 (the kernel does not fit the padded input)");
     }
-    return kERROR_STATUS;
 }
 
-size_t DeformConv2dPlugin::getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
-    nvinfer1::DynamicPluginTensorDesc const* /* outputs */, int32_t nbOutputs) const noexcept
+size_t DeformConv2dPlugin::workspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs) const
 {
-    try
-    {
-        checkCounts(nbInputs, nbOutputs);
-        require(inputs != nullptr, "null tensor descriptions");
-        // The largest shapes of the profile: the launcher's workspace never shrinks as N, C, H, W or C_out grow, so
-        // this serves every shape the profile allows (the kernel size is static, checked by configurePlugin).
-        Dims const& x = inputs[kINPUT].max;
-        Dims const& w = inputs[kWEIGHT].max;
-        return static_cast<size_t>(workspaceBytes(launchDesc(x, w, inputs[kINPUT].desc.type), x, w));
-    }
-    catch (...)
-    {
-        logCaught("DeformConv2d::getWorkspaceSize");
-    }
-    return 0;
+    // The largest shapes of the profile: the launcher's workspace never shrinks as N, C, H, W or C_out grow, so
+    // this serves every shape the profile allows (the kernel size is static, checked by configurePlugin).
+    Dims const& x = inputs[kINPUT].max;
+    Dims const& w = inputs[kWEIGHT].max;
+    return static_cast<size_t>(workspaceBytes(launchDesc(x, w, inputs[kINPUT].desc.type), x, w));
 }
 
-int32_t DeformConv2dPlugin::onShapeChange(
-    PluginTensorDesc const* in, int32_t nbInputs, PluginTensorDesc const* out, int32_t nbOutputs) noexcept
+void DeformConv2dPlugin::shapesChanged(
+    PluginTensorDesc const* /* in */, int32_t /* nbInputs */, PluginTensorDesc const* /* out */) const
 {
-    try
-    {
-        require(in != nullptr && out != nullptr, "null tensor descriptions");
-        checkIO(in, nbInputs, out[0], nbOutputs);
-        mNbInputs = nbInputs;
-        static std::once_flag logged; // the GEMM library is chosen once per process, where the engine runs
-        std::call_once(logged, [] {
-            char const* line = torchtrt_ext_gemm_library();
-            log(std::strncmp(line, "cuBLASLt", 8) == 0 ? nvinfer1::ILogger::Severity::kINFO
-                                                       : nvinfer1::ILogger::Severity::kWARNING,
-                std::string("DeformConv2d GEMM: ") + line);
-        });
-        return 0;
-    }
-    catch (...)
-    {
-        logCaught("DeformConv2d::onShapeChange");
-    }
-    return kERROR_STATUS;
+    static std::once_flag logged; // the GEMM library is chosen once per process, where the engine runs
+    std::call_once(logged, [] {
+        char const* line = torchtrt_ext_gemm_library();
+        log(std::strncmp(line, "cuBLASLt", 8) == 0 ? nvinfer1::ILogger::Severity::kINFO
+                                                   : nvinfer1::ILogger::Severity::kWARNING,
+            std::string("DeformConv2d GEMM: ") + line);
+    });
 }
 
-int32_t DeformConv2dPlugin::enqueue(PluginTensorDesc const* inputDesc, PluginTensorDesc const* outputDesc,
-    void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) noexcept
+void DeformConv2dPlugin::run(PluginTensorDesc const* inputDesc, PluginTensorDesc const* outputDesc,
+    void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) const
 {
-    try
+    require(mNbInputs >= kMIN_INPUTS,
+        "enqueue before configurePlugin/onShapeChange: the number of inputs (3 to 5) is not known");
+    checkIO(inputDesc, mNbInputs, outputDesc[0]);
+    Dims const& x = inputDesc[kINPUT].dims;
+    Dims const& w = inputDesc[kWEIGHT].dims;
+    for (int32_t i = 0; i < mNbInputs; ++i)
     {
-        require(inputDesc != nullptr && outputDesc != nullptr && inputs != nullptr && outputs != nullptr,
-            "null tensor descriptions or buffers");
-        require(mNbInputs >= kMIN_INPUTS,
-            "enqueue before configurePlugin/onShapeChange: the number of inputs (3 to 5) is not known");
-        checkIO(inputDesc, mNbInputs, outputDesc[0], kNB_OUTPUTS);
-        Dims const& x = inputDesc[kINPUT].dims;
-        Dims const& w = inputDesc[kWEIGHT].dims;
-        for (int32_t i = 0; i < mNbInputs; ++i)
+        for (int32_t a = 0; a < inputDesc[i].dims.nbDims; ++a)
         {
-            for (int32_t a = 0; a < inputDesc[i].dims.nbDims; ++a)
-            {
-                require(known(inputDesc[i].dims.d[a]),
-                    std::string(kINPUT_NAMES[i]) + " has shape " + dimsText(inputDesc[i].dims)
-                        + " at enqueue, expected known sizes >= 0");
-            }
+            require(known(inputDesc[i].dims.d[a]),
+                std::string(kINPUT_NAMES[i]) + " has shape " + dimsText(inputDesc[i].dims)
+                    + " at enqueue, expected known sizes >= 0");
         }
-        Dims const& y = outputDesc[0].dims;
-        if (y.d[0] == 0 || y.d[1] == 0 || y.d[2] == 0 || y.d[3] == 0)
-        {
-            return 0; // an empty output: nothing to compute
-        }
-        TorchtrtExtDeformConv2dDesc const desc = launchDesc(x, w, inputDesc[kINPUT].type);
-        int64_t const bytes = workspaceBytes(desc, x, w);
-        require(inputs[kINPUT] != nullptr && inputs[kOFFSET] != nullptr && inputs[kWEIGHT] != nullptr
-                && outputs[0] != nullptr && (mNbInputs <= kBIAS || inputs[kBIAS] != nullptr)
-                && (mNbInputs <= kMASK || inputs[kMASK] != nullptr),
-            "null input or output buffer");
-        require(workspace != nullptr, "no workspace given, expected " + std::to_string(bytes) + " bytes");
-        TorchtrtExtDeformConv2dTensors const tensors{inputs[kINPUT], inputs[kOFFSET], inputs[kWEIGHT],
-            mNbInputs > kBIAS ? inputs[kBIAS] : nullptr, mNbInputs > kMASK ? inputs[kMASK] : nullptr, outputs[0]};
-        int32_t const status = torchtrt_ext_deform_conv2d(&desc, &tensors, workspace, bytes, stream);
-        checkCuda(static_cast<cudaError_t>(status), "the DeformConv2d kernel launch");
-        return 0;
     }
-    catch (...)
+    Dims const& y = outputDesc[0].dims;
+    if (y.d[0] == 0 || y.d[1] == 0 || y.d[2] == 0 || y.d[3] == 0)
     {
-        logCaught("DeformConv2d::enqueue");
+        return; // an empty output: nothing to compute
     }
-    return kERROR_STATUS;
+    TorchtrtExtDeformConv2dDesc const desc = launchDesc(x, w, inputDesc[kINPUT].type);
+    int64_t const bytes = workspaceBytes(desc, x, w);
+    require(inputs[kINPUT] != nullptr && inputs[kOFFSET] != nullptr && inputs[kWEIGHT] != nullptr
+            && outputs[0] != nullptr && (mNbInputs <= kBIAS || inputs[kBIAS] != nullptr)
+            && (mNbInputs <= kMASK || inputs[kMASK] != nullptr),
+        "null input or output buffer");
+    require(workspace != nullptr, "no workspace given, expected " + std::to_string(bytes) + " bytes");
+    TorchtrtExtDeformConv2dTensors const tensors{inputs[kINPUT], inputs[kOFFSET], inputs[kWEIGHT],
+        mNbInputs > kBIAS ? inputs[kBIAS] : nullptr, mNbInputs > kMASK ? inputs[kMASK] : nullptr, outputs[0]};
+    int32_t const status = torchtrt_ext_deform_conv2d(&desc, &tensors, workspace, bytes, stream);
+    checkCuda(static_cast<cudaError_t>(status), "the DeformConv2d kernel launch");
 }
 
 void DeformConv2dPlugin::addFieldsToSerialize(std::vector<PluginField>& fields)

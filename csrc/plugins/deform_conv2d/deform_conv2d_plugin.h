@@ -45,34 +45,31 @@ public:
     //! Throws PluginError for a stride or dilation < 1, a padding < 0, groups or offset_groups < 1.
     DeformConv2dPlugin(DeformConv2dAttrs const& attrs, std::string pluginNamespace);
 
-    // IPluginV3OneBuild
-    int32_t configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
-        nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept override;
-    int32_t getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs const* shapeInputs,
-        int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs,
-        nvinfer1::IExprBuilder& exprBuilder) noexcept override;
-    //! From torchtrt_ext_deform_conv2d_workspace_size at the profile's largest shapes (DynamicPluginTensorDesc::max).
-    size_t getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
-        nvinfer1::DynamicPluginTensorDesc const* outputs, int32_t nbOutputs) const noexcept override;
-
-    // IPluginV3OneRuntime
-    int32_t onShapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out,
-        int32_t nbOutputs) noexcept override;
-    int32_t enqueue(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
-        void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) noexcept override;
-
 private:
     friend class PluginV3Base<DeformConv2dPlugin>;
+    // The hooks of PluginV3Base (plugin_base.h), which checks the counts and pointers and catches what they throw.
     //! 3 to 5 inputs and 1 output, else PluginError.
     static void checkCounts(int32_t nbInputs, int32_t nbOutputs);
     //! "input", "offset", "weight", "bias", "mask".
     static char const* inputName(int32_t index) noexcept;
     //! stride, padding, dilation (kINT32 x 2), groups, offset_groups (kINT32), for getFieldsToSerialize.
     void addFieldsToSerialize(std::vector<nvinfer1::PluginField>& fields);
-    //! Checks shared by configurePlugin, onShapeChange and enqueue on dims where -1 means "not known yet": counts,
-    //! ranks, one supported type, LINEAR, static kernel size, channel relations, batch and output sizes.
-    void checkIO(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const& out,
-        int32_t nbOutputs) const;
+    //! checkIO, and the input count for run.
+    void configure(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out);
+    //! [N, C_out, H_out, W_out], H_out and W_out built with IExprBuilder operations (symbolic for dynamic sizes).
+    void outputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs* outputs,
+        nvinfer1::IExprBuilder& exprBuilder) const;
+    //! From torchtrt_ext_deform_conv2d_workspace_size at the profile's largest shapes (DynamicPluginTensorDesc::max).
+    size_t workspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs) const;
+    //! At run time also: once per process, the log line naming the GEMM library.
+    void shapesChanged(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out) const;
+    //! Needs configure first (the input count); launches nothing for an empty output.
+    void run(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
+        void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) const;
+
+    //! Checks shared by configure and run on dims where -1 means "not known yet": ranks, one
+    //! supported type, LINEAR, static kernel size, channel relations, batch and output sizes.
+    void checkIO(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const& out) const;
     //! The launcher's descriptor of these sizes (NCHW input, this plugin's attributes).
     TorchtrtExtDeformConv2dDesc launchDesc(
         nvinfer1::Dims const& input, nvinfer1::Dims const& weight, nvinfer1::DataType type) const;
@@ -81,7 +78,7 @@ private:
         TorchtrtExtDeformConv2dDesc const& desc, nvinfer1::Dims const& input, nvinfer1::Dims const& weight) const;
 
     DeformConv2dAttrs mAttrs;
-    int32_t mNbInputs{0}; //!< 3, 4 or 5 once configurePlugin/onShapeChange has run (enqueue is not told the count)
+    int32_t mNbInputs{0}; //!< 3, 4 or 5 once configure has run (enqueue is not told the count)
 };
 
 class DeformConv2dPluginCreator : public PluginCreatorBase

@@ -1,6 +1,5 @@
 #include "plugins/efficient_nms/efficient_nms_plugin.h"
 
-#include "plugins/common/logging.h"
 
 #include <cmath>
 #include <cstdio>
@@ -21,7 +20,6 @@ constexpr int32_t kNB_INPUTS = 2;
 constexpr int32_t kNB_OUTPUTS = 4;
 constexpr int32_t kBOXES = 0;
 constexpr int32_t kSCORES = 1;
-constexpr int32_t kERROR_STATUS = -1;
 
 // TensorRT's field names (plugin/efficientNMSPlugin), the node's attributes.
 constexpr char const* kSCORE_THRESHOLD = "score_threshold";
@@ -77,11 +75,6 @@ void EfficientNmsPlugin::checkCounts(int32_t nbInputs, int32_t nbOutputs)
             + std::to_string(nbOutputs) + " outputs (the fused box decoder's anchors input is not supported)");
 }
 
-char const* EfficientNmsPlugin::inputName(int32_t index) noexcept
-{
-    return index == kBOXES ? "boxes" : "scores";
-}
-
 TorchtrtExtEfficientNmsParams EfficientNmsPlugin::paramsFor(nvinfer1::Dims const& boxes, nvinfer1::Dims const& scores) const
 {
     require(boxes.nbDims == 3 && boxes.d[2] == 4,
@@ -97,11 +90,8 @@ TorchtrtExtEfficientNmsParams EfficientNmsPlugin::paramsFor(nvinfer1::Dims const
     return params;
 }
 
-void EfficientNmsPlugin::checkIO(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs,
-    nvinfer1::PluginTensorDesc const* out, int32_t nbOutputs) const
+void EfficientNmsPlugin::checkIO(nvinfer1::PluginTensorDesc const* in, nvinfer1::PluginTensorDesc const* out) const
 {
-    checkCounts(nbInputs, nbOutputs);
-    require(in != nullptr && out != nullptr, "null tensor descriptions");
     require(in[kBOXES].dims.nbDims == 3 && in[kSCORES].dims.nbDims == 3,
         "expected boxes [batch, anchors, 4] and scores [batch, anchors, classes]");
     DataType const type = in[kBOXES].type;
@@ -120,111 +110,59 @@ void EfficientNmsPlugin::checkIO(nvinfer1::PluginTensorDesc const* in, int32_t n
     }
 }
 
-int32_t EfficientNmsPlugin::configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
-    nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept
+void EfficientNmsPlugin::configure(
+    nvinfer1::PluginTensorDesc const* in, int32_t /* nbInputs */, nvinfer1::PluginTensorDesc const* out) const
 {
-    try
-    {
-        require(in != nullptr && out != nullptr, "null tensor descriptions");
-        checkCounts(nbInputs, nbOutputs);
-        nvinfer1::PluginTensorDesc const inputs[kNB_INPUTS] = {in[0].desc, in[1].desc};
-        nvinfer1::PluginTensorDesc const outputs[kNB_OUTPUTS] = {out[0].desc, out[1].desc, out[2].desc, out[3].desc};
-        checkIO(inputs, nbInputs, outputs, nbOutputs);
-        return 0;
-    }
-    catch (...)
-    {
-        logCaught("EfficientNMS_TRT::configurePlugin");
-    }
-    return kERROR_STATUS;
+    checkIO(in, out);
 }
 
-int32_t EfficientNmsPlugin::getOutputDataTypes(
-    DataType* outputTypes, int32_t nbOutputs, DataType const* inputTypes, int32_t nbInputs) const noexcept
+void EfficientNmsPlugin::outputDataTypes(DataType* outputTypes, DataType const* inputTypes, int32_t /* nbInputs */) const
 {
-    try
-    {
-        checkCounts(nbInputs, nbOutputs);
-        require(outputTypes != nullptr && inputTypes != nullptr, "null type arrays");
-        require(isFloatType(inputTypes[kBOXES]) && inputTypes[kSCORES] == inputTypes[kBOXES],
-            std::string("boxes and scores have types ") + dataTypeName(inputTypes[kBOXES]) + " and "
-                + dataTypeName(inputTypes[kSCORES]) + ", expected one of kFLOAT, kHALF, kBF16 for both");
-        outputTypes[0] = DataType::kINT32;
-        outputTypes[1] = inputTypes[kBOXES];
-        outputTypes[2] = inputTypes[kBOXES];
-        outputTypes[3] = DataType::kINT32;
-        return 0;
-    }
-    catch (...)
-    {
-        logCaught("EfficientNMS_TRT::getOutputDataTypes");
-    }
-    return kERROR_STATUS;
+    require(isFloatType(inputTypes[kBOXES]) && inputTypes[kSCORES] == inputTypes[kBOXES],
+        std::string("boxes and scores have types ") + dataTypeName(inputTypes[kBOXES]) + " and "
+            + dataTypeName(inputTypes[kSCORES]) + ", expected one of kFLOAT, kHALF, kBF16 for both");
+    outputTypes[0] = DataType::kINT32;
+    outputTypes[1] = inputTypes[kBOXES];
+    outputTypes[2] = inputTypes[kBOXES];
+    outputTypes[3] = DataType::kINT32;
 }
 
-int32_t EfficientNmsPlugin::getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs,
-    nvinfer1::DimsExprs const* /* shapeInputs */, int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs,
-    int32_t nbOutputs, nvinfer1::IExprBuilder& exprBuilder) noexcept
+void EfficientNmsPlugin::outputShapes(nvinfer1::DimsExprs const* inputs, int32_t /* nbInputs */,
+    nvinfer1::DimsExprs* outputs, nvinfer1::IExprBuilder& exprBuilder) const
 {
-    try
+    require(inputs[kBOXES].nbDims == 3 && inputs[kSCORES].nbDims == 3,
+        "expected boxes [batch, anchors, 4] and scores [batch, anchors, classes]");
+    nvinfer1::IDimensionExpr const* batch = inputs[kSCORES].d[0];
+    nvinfer1::IDimensionExpr const* k = exprBuilder.constant(mFields.max_output_boxes);
+    outputs[0].nbDims = 2;
+    outputs[0].d[0] = batch;
+    outputs[0].d[1] = exprBuilder.constant(1);
+    outputs[1].nbDims = 3;
+    outputs[1].d[0] = batch;
+    outputs[1].d[1] = k;
+    outputs[1].d[2] = exprBuilder.constant(4);
+    for (int32_t i = 2; i < kNB_OUTPUTS; ++i)
     {
-        checkCounts(nbInputs, nbOutputs);
-        require(nbShapeInputs == 0, "expected no shape inputs, got " + std::to_string(nbShapeInputs));
-        require(inputs != nullptr && outputs != nullptr, "null shape arrays");
-        require(inputs[kBOXES].nbDims == 3 && inputs[kSCORES].nbDims == 3,
-            "expected boxes [batch, anchors, 4] and scores [batch, anchors, classes]");
-        nvinfer1::IDimensionExpr const* batch = inputs[kSCORES].d[0];
-        nvinfer1::IDimensionExpr const* k = exprBuilder.constant(mFields.max_output_boxes);
-        outputs[0].nbDims = 2;
-        outputs[0].d[0] = batch;
-        outputs[0].d[1] = exprBuilder.constant(1);
-        outputs[1].nbDims = 3;
-        outputs[1].d[0] = batch;
-        outputs[1].d[1] = k;
-        outputs[1].d[2] = exprBuilder.constant(4);
-        for (int32_t i = 2; i < kNB_OUTPUTS; ++i)
-        {
-            outputs[i].nbDims = 2;
-            outputs[i].d[0] = batch;
-            outputs[i].d[1] = k;
-        }
-        return 0;
+        outputs[i].nbDims = 2;
+        outputs[i].d[0] = batch;
+        outputs[i].d[1] = k;
     }
-    catch (...)
-    {
-        logCaught("EfficientNMS_TRT::getOutputShapes");
-    }
-    return kERROR_STATUS;
 }
 
-bool EfficientNmsPlugin::supportsFormatCombination(
-    int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs, int32_t nbOutputs) noexcept
+bool EfficientNmsPlugin::supportsFormat(int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut) const
 {
-    try
+    nvinfer1::PluginTensorDesc const& desc = inOut[pos].desc;
+    if (desc.format != TensorFormat::kLINEAR)
     {
-        checkCounts(nbInputs, nbOutputs);
-        require(inOut != nullptr, "null tensor descriptions");
-        require(pos >= 0 && pos < nbInputs + nbOutputs,
-            "position " + std::to_string(pos) + " is out of range, expected [0, " + std::to_string(nbInputs + nbOutputs)
-                + ")");
-        nvinfer1::PluginTensorDesc const& desc = inOut[pos].desc;
-        if (desc.format != TensorFormat::kLINEAR)
-        {
-            return false;
-        }
-        switch (pos)
-        {
-        case 0: return isFloatType(desc.type);
-        case 2:
-        case 5: return desc.type == DataType::kINT32;
-        default: return desc.type == inOut[0].desc.type; // scores, detection_boxes, detection_scores
-        }
+        return false;
     }
-    catch (...)
+    switch (pos)
     {
-        logCaught("EfficientNMS_TRT::supportsFormatCombination");
+    case 0: return isFloatType(desc.type);
+    case 2:
+    case 5: return desc.type == DataType::kINT32;
+    default: return desc.type == inOut[0].desc.type; // scores, detection_boxes, detection_scores
     }
-    return false;
 }
 
 int32_t EfficientNmsPlugin::getNbOutputs() const noexcept
@@ -232,78 +170,46 @@ int32_t EfficientNmsPlugin::getNbOutputs() const noexcept
     return kNB_OUTPUTS;
 }
 
-size_t EfficientNmsPlugin::getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
-    nvinfer1::DynamicPluginTensorDesc const* /* outputs */, int32_t nbOutputs) const noexcept
+size_t EfficientNmsPlugin::workspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs) const
 {
-    try
-    {
-        checkCounts(nbInputs, nbOutputs);
-        require(inputs != nullptr, "null tensor descriptions");
-        // The largest shapes of the profile: the workspace grows with batch, anchors and classes.
-        TorchtrtExtEfficientNmsParams const params = paramsFor(inputs[kBOXES].max, inputs[kSCORES].max);
-        int64_t const bytes = torchtrt_ext_efficient_nms_workspace_size(&params);
-        require(bytes >= 0, "the kernels reject the profile's largest shapes (batch * anchors * classes must be < 2^31)");
-        return static_cast<size_t>(bytes);
-    }
-    catch (...)
-    {
-        logCaught("EfficientNMS_TRT::getWorkspaceSize");
-    }
-    return 0;
+    // The largest shapes of the profile: the workspace grows with batch, anchors and classes.
+    TorchtrtExtEfficientNmsParams const params = paramsFor(inputs[kBOXES].max, inputs[kSCORES].max);
+    int64_t const bytes = torchtrt_ext_efficient_nms_workspace_size(&params);
+    require(bytes >= 0, "the kernels reject the profile's largest shapes (batch * anchors * classes must be < 2^31)");
+    return static_cast<size_t>(bytes);
 }
 
-int32_t EfficientNmsPlugin::onShapeChange(
-    nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out, int32_t nbOutputs) noexcept
+void EfficientNmsPlugin::shapesChanged(
+    nvinfer1::PluginTensorDesc const* in, int32_t /* nbInputs */, nvinfer1::PluginTensorDesc const* /* out */) const
 {
-    try
-    {
-        checkIO(in, nbInputs, out, nbOutputs);
-        paramsFor(in[kBOXES].dims, in[kSCORES].dims);
-        return 0;
-    }
-    catch (...)
-    {
-        logCaught("EfficientNMS_TRT::onShapeChange");
-    }
-    return kERROR_STATUS;
+    paramsFor(in[kBOXES].dims, in[kSCORES].dims);
 }
 
-int32_t EfficientNmsPlugin::enqueue(nvinfer1::PluginTensorDesc const* inputDesc,
-    nvinfer1::PluginTensorDesc const* outputDesc, void const* const* inputs, void* const* outputs, void* workspace,
-    cudaStream_t stream) noexcept
+void EfficientNmsPlugin::run(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
+    void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) const
 {
-    try
+    checkIO(inputDesc, outputDesc);
+    TorchtrtExtEfficientNmsParams const params = paramsFor(inputDesc[kBOXES].dims, inputDesc[kSCORES].dims);
+    int64_t const bytes = torchtrt_ext_efficient_nms_workspace_size(&params);
+    require(bytes >= 0, "the kernels reject these shapes (batch * anchors * classes must be < 2^31)");
+    int32_t status = 0;
+    switch (inputDesc[kBOXES].type)
     {
-        require(inputs != nullptr && outputs != nullptr, "null buffers");
-        checkIO(inputDesc, kNB_INPUTS, outputDesc, kNB_OUTPUTS);
-        TorchtrtExtEfficientNmsParams const params = paramsFor(inputDesc[kBOXES].dims, inputDesc[kSCORES].dims);
-        int64_t const bytes = torchtrt_ext_efficient_nms_workspace_size(&params);
-        require(bytes >= 0, "the kernels reject these shapes (batch * anchors * classes must be < 2^31)");
-        int32_t status = 0;
-        switch (inputDesc[kBOXES].type)
-        {
-        case DataType::kFLOAT:
-            status = torchtrt_ext_efficient_nms_f32(&params, inputs[kBOXES], inputs[kSCORES], outputs[0], outputs[1],
-                outputs[2], outputs[3], workspace, bytes, stream);
-            break;
-        case DataType::kHALF:
-            status = torchtrt_ext_efficient_nms_f16(&params, inputs[kBOXES], inputs[kSCORES], outputs[0], outputs[1],
-                outputs[2], outputs[3], workspace, bytes, stream);
-            break;
-        case DataType::kBF16:
-            status = torchtrt_ext_efficient_nms_bf16(&params, inputs[kBOXES], inputs[kSCORES], outputs[0], outputs[1],
-                outputs[2], outputs[3], workspace, bytes, stream);
-            break;
-        default: throw PluginError(std::string("no kernel for type ") + dataTypeName(inputDesc[kBOXES].type));
-        }
-        checkCuda(static_cast<cudaError_t>(status), "the EfficientNMS kernels");
-        return 0;
+    case DataType::kFLOAT:
+        status = torchtrt_ext_efficient_nms_f32(&params, inputs[kBOXES], inputs[kSCORES], outputs[0], outputs[1],
+            outputs[2], outputs[3], workspace, bytes, stream);
+        break;
+    case DataType::kHALF:
+        status = torchtrt_ext_efficient_nms_f16(&params, inputs[kBOXES], inputs[kSCORES], outputs[0], outputs[1],
+            outputs[2], outputs[3], workspace, bytes, stream);
+        break;
+    case DataType::kBF16:
+        status = torchtrt_ext_efficient_nms_bf16(&params, inputs[kBOXES], inputs[kSCORES], outputs[0], outputs[1],
+            outputs[2], outputs[3], workspace, bytes, stream);
+        break;
+    default: throw PluginError(std::string("no kernel for type ") + dataTypeName(inputDesc[kBOXES].type));
     }
-    catch (...)
-    {
-        logCaught("EfficientNMS_TRT::enqueue");
-    }
-    return kERROR_STATUS;
+    checkCuda(static_cast<cudaError_t>(status), "the EfficientNMS kernels");
 }
 
 void EfficientNmsPlugin::addFieldsToSerialize(std::vector<PluginField>& fields)

@@ -28,39 +28,36 @@ public:
     //! `fields` holds the attributes (sizes unset); throws PluginError on a value out of range.
     EfficientNmsPlugin(TorchtrtExtEfficientNmsParams const& fields, std::string pluginNamespace);
 
-    // IPluginV3OneBuild (four outputs of two types: the base's one-output type rules are replaced)
-    int32_t configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
-        nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept override;
-    int32_t getOutputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs,
-        nvinfer1::DataType const* inputTypes, int32_t nbInputs) const noexcept override;
-    int32_t getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs const* shapeInputs,
-        int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs,
-        nvinfer1::IExprBuilder& exprBuilder) noexcept override;
-    bool supportsFormatCombination(int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs,
-        int32_t nbOutputs) noexcept override;
+    //! 4: num_detections, detection_boxes, detection_scores, detection_classes.
     int32_t getNbOutputs() const noexcept override;
-    size_t getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
-        nvinfer1::DynamicPluginTensorDesc const* outputs, int32_t nbOutputs) const noexcept override;
-
-    // IPluginV3OneRuntime
-    int32_t onShapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out,
-        int32_t nbOutputs) noexcept override;
-    int32_t enqueue(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
-        void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) noexcept override;
 
 private:
     friend class PluginV3Base<EfficientNmsPlugin>;
+    // The hooks of PluginV3Base (plugin_base.h), which checks the counts and pointers and catches what they throw.
+    // Four outputs of two types: the base's one-output type rules are replaced.
     //! Throws PluginError unless there are 2 inputs (boxes, scores) and 4 outputs.
     static void checkCounts(int32_t nbInputs, int32_t nbOutputs);
-    //! "boxes" or "scores", for messages.
-    static char const* inputName(int32_t index) noexcept;
     //! The seven fields, with TensorRT's names and types, for getFieldsToSerialize.
     void addFieldsToSerialize(std::vector<nvinfer1::PluginField>& fields);
+    //! kINT32, the boxes' type twice, kINT32; boxes and scores of one float type.
+    void outputDataTypes(nvinfer1::DataType* outputTypes, nvinfer1::DataType const* inputTypes, int32_t nbInputs) const;
+    //! LINEAR; boxes a float type, scores, detection_boxes and detection_scores its type, the others kINT32.
+    bool supportsFormat(int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut) const;
+    void configure(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out) const;
+    //! [B, 1], [B, K, 4], [B, K], [B, K]: B the batch, K = max_output_boxes.
+    void outputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs* outputs,
+        nvinfer1::IExprBuilder& exprBuilder) const;
+    //! The kernels' workspace at the profile's largest shapes.
+    size_t workspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs) const;
+    //! At run time also: boxes and scores of one batch and anchor count, sizes the kernels take.
+    void shapesChanged(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out) const;
+    void run(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
+        void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) const;
+
     //! The launcher's params for boxes of `boxes` and scores of `scores` dims (rank 3 each, checked).
     TorchtrtExtEfficientNmsParams paramsFor(nvinfer1::Dims const& boxes, nvinfer1::Dims const& scores) const;
-    //! Checks shared by configurePlugin and onShapeChange: counts, ranks, types, formats.
-    void checkIO(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out,
-        int32_t nbOutputs) const;
+    //! Checks shared by configure and run: ranks, types, formats.
+    void checkIO(nvinfer1::PluginTensorDesc const* in, nvinfer1::PluginTensorDesc const* out) const;
 
     TorchtrtExtEfficientNmsParams mFields;
 };

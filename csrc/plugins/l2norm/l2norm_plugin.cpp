@@ -1,7 +1,6 @@
 #include "plugins/l2norm/l2norm_plugin.h"
 
 #include "kernels/l2norm.h"
-#include "plugins/common/logging.h"
 
 #include <cmath>
 #include <cstdio>
@@ -20,7 +19,6 @@ namespace
 {
 constexpr int32_t kNB_INPUTS = 1;
 constexpr int32_t kNB_OUTPUTS = 1;
-constexpr int32_t kERROR_STATUS = -1;
 
 std::string describe(int32_t axis, float eps)
 {
@@ -87,10 +85,8 @@ char const* L2NormPlugin::inputName(int32_t /* index */) noexcept
     return "the input";
 }
 
-void L2NormPlugin::checkIO(nvinfer1::PluginTensorDesc const& in, nvinfer1::PluginTensorDesc const& out,
-    int32_t nbInputs, int32_t nbOutputs) const
+void L2NormPlugin::checkIO(nvinfer1::PluginTensorDesc const& in, nvinfer1::PluginTensorDesc const& out) const
 {
-    checkCounts(nbInputs, nbOutputs);
     normalizedAxis(in.dims.nbDims);
     require(out.dims.nbDims == in.dims.nbDims,
         "the output has rank " + std::to_string(out.dims.nbDims) + ", expected the input's rank "
@@ -104,121 +100,69 @@ void L2NormPlugin::checkIO(nvinfer1::PluginTensorDesc const& in, nvinfer1::Plugi
         "expected LINEAR input and output formats");
 }
 
-int32_t L2NormPlugin::configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
-    nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept
+void L2NormPlugin::configure(
+    nvinfer1::PluginTensorDesc const* in, int32_t /* nbInputs */, nvinfer1::PluginTensorDesc const* out) const
 {
-    try
-    {
-        require(in != nullptr && out != nullptr, "null tensor descriptions");
-        checkIO(in[0].desc, out[0].desc, nbInputs, nbOutputs);
-        return 0;
-    }
-    catch (...)
-    {
-        logCaught("L2Norm::configurePlugin");
-    }
-    return kERROR_STATUS;
+    checkIO(in[0], out[0]);
 }
 
-int32_t L2NormPlugin::getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs,
-    nvinfer1::DimsExprs const* /* shapeInputs */, int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs,
-    int32_t nbOutputs, nvinfer1::IExprBuilder& /* exprBuilder */) noexcept
+void L2NormPlugin::outputShapes(nvinfer1::DimsExprs const* inputs, int32_t /* nbInputs */,
+    nvinfer1::DimsExprs* outputs, nvinfer1::IExprBuilder& /* exprBuilder */) const
 {
-    try
-    {
-        checkCounts(nbInputs, nbOutputs);
-        require(nbShapeInputs == 0, "expected no shape inputs, got " + std::to_string(nbShapeInputs));
-        require(inputs != nullptr && outputs != nullptr, "null shape arrays");
-        normalizedAxis(inputs[0].nbDims);
-        // The output has the input's shape: the same expressions, static or dynamic.
-        outputs[0] = inputs[0];
-        return 0;
-    }
-    catch (...)
-    {
-        logCaught("L2Norm::getOutputShapes");
-    }
-    return kERROR_STATUS;
+    normalizedAxis(inputs[0].nbDims);
+    // The output has the input's shape: the same expressions, static or dynamic.
+    outputs[0] = inputs[0];
 }
 
-size_t L2NormPlugin::getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* /* inputs */, int32_t /* nbInputs */,
-    nvinfer1::DynamicPluginTensorDesc const* /* outputs */, int32_t /* nbOutputs */) const noexcept
+void L2NormPlugin::shapesChanged(
+    nvinfer1::PluginTensorDesc const* in, int32_t /* nbInputs */, nvinfer1::PluginTensorDesc const* out) const
 {
-    return 0;
+    require(sameDims(in[0].dims, out[0].dims), "the output's dimensions differ from the input's");
 }
 
-int32_t L2NormPlugin::onShapeChange(
-    nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out, int32_t nbOutputs) noexcept
+void L2NormPlugin::run(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
+    void const* const* inputs, void* const* outputs, void* /* workspace */, cudaStream_t stream) const
 {
-    try
+    checkIO(inputDesc[0], outputDesc[0]);
+    nvinfer1::Dims const& dims = inputDesc[0].dims;
+    require(sameDims(dims, outputDesc[0].dims), "the output's dimensions differ from the input's");
+    int32_t const axis = normalizedAxis(dims.nbDims);
+    int64_t outer = 1;
+    int64_t inner = 1;
+    for (int32_t i = 0; i < dims.nbDims; ++i)
     {
-        require(in != nullptr && out != nullptr, "null tensor descriptions");
-        checkIO(in[0], out[0], nbInputs, nbOutputs);
-        require(sameDims(in[0].dims, out[0].dims), "the output's dimensions differ from the input's");
-        return 0;
-    }
-    catch (...)
-    {
-        logCaught("L2Norm::onShapeChange");
-    }
-    return kERROR_STATUS;
-}
-
-int32_t L2NormPlugin::enqueue(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
-    void const* const* inputs, void* const* outputs, void* /* workspace */, cudaStream_t stream) noexcept
-{
-    try
-    {
-        require(inputDesc != nullptr && outputDesc != nullptr && inputs != nullptr && outputs != nullptr,
-            "null tensor descriptions or buffers");
-        checkIO(inputDesc[0], outputDesc[0], kNB_INPUTS, kNB_OUTPUTS);
-        nvinfer1::Dims const& dims = inputDesc[0].dims;
-        require(sameDims(dims, outputDesc[0].dims), "the output's dimensions differ from the input's");
-        int32_t const axis = normalizedAxis(dims.nbDims);
-        int64_t outer = 1;
-        int64_t inner = 1;
-        for (int32_t i = 0; i < dims.nbDims; ++i)
+        require(dims.d[i] >= 0, "dimension " + std::to_string(i) + " is " + std::to_string(dims.d[i])
+                + " at enqueue, expected a known size >= 0");
+        if (i < axis)
         {
-            require(dims.d[i] >= 0, "dimension " + std::to_string(i) + " is " + std::to_string(dims.d[i])
-                    + " at enqueue, expected a known size >= 0");
-            if (i < axis)
-            {
-                outer *= dims.d[i];
-            }
-            else if (i > axis)
-            {
-                inner *= dims.d[i];
-            }
+            outer *= dims.d[i];
         }
-        int64_t const reduced = dims.d[axis];
-        if (outer == 0 || reduced == 0 || inner == 0)
+        else if (i > axis)
         {
-            return 0; // an empty tensor: nothing to compute
+            inner *= dims.d[i];
         }
-        require(inputs[0] != nullptr && outputs[0] != nullptr, "null input or output buffer");
-        int32_t status = 0;
-        switch (inputDesc[0].type)
-        {
-        case DataType::kFLOAT:
-            status = torchtrt_ext_l2norm_f32(inputs[0], outputs[0], outer, reduced, inner, mEps, stream);
-            break;
-        case DataType::kHALF:
-            status = torchtrt_ext_l2norm_f16(inputs[0], outputs[0], outer, reduced, inner, mEps, stream);
-            break;
-        case DataType::kBF16:
-            status = torchtrt_ext_l2norm_bf16(inputs[0], outputs[0], outer, reduced, inner, mEps, stream);
-            break;
-        default:
-            throw PluginError(std::string("no kernel for type ") + dataTypeName(inputDesc[0].type));
-        }
-        checkCuda(static_cast<cudaError_t>(status), "the L2Norm kernel launch");
-        return 0;
     }
-    catch (...)
+    int64_t const reduced = dims.d[axis];
+    if (outer == 0 || reduced == 0 || inner == 0)
     {
-        logCaught("L2Norm::enqueue");
+        return; // an empty tensor: nothing to compute
     }
-    return kERROR_STATUS;
+    require(inputs[0] != nullptr && outputs[0] != nullptr, "null input or output buffer");
+    int32_t status = 0;
+    switch (inputDesc[0].type)
+    {
+    case DataType::kFLOAT:
+        status = torchtrt_ext_l2norm_f32(inputs[0], outputs[0], outer, reduced, inner, mEps, stream);
+        break;
+    case DataType::kHALF:
+        status = torchtrt_ext_l2norm_f16(inputs[0], outputs[0], outer, reduced, inner, mEps, stream);
+        break;
+    case DataType::kBF16:
+        status = torchtrt_ext_l2norm_bf16(inputs[0], outputs[0], outer, reduced, inner, mEps, stream);
+        break;
+    default: throw PluginError(std::string("no kernel for type ") + dataTypeName(inputDesc[0].type));
+    }
+    checkCuda(static_cast<cudaError_t>(status), "the L2Norm kernel launch");
 }
 
 void L2NormPlugin::addFieldsToSerialize(std::vector<PluginField>& fields)

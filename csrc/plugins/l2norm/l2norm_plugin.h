@@ -26,34 +26,29 @@ public:
     //! Throws PluginError when axis can fit no rank or eps is not finite and > 0.
     L2NormPlugin(int32_t axis, float eps, std::string pluginNamespace);
 
-    // IPluginV3OneBuild
-    int32_t configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
-        nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept override;
-    int32_t getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs const* shapeInputs,
-        int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs,
-        nvinfer1::IExprBuilder& exprBuilder) noexcept override;
-    size_t getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
-        nvinfer1::DynamicPluginTensorDesc const* outputs, int32_t nbOutputs) const noexcept override;
-
-    // IPluginV3OneRuntime
-    int32_t onShapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out,
-        int32_t nbOutputs) noexcept override;
-    int32_t enqueue(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
-        void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) noexcept override;
-
 private:
     friend class PluginV3Base<L2NormPlugin>;
+    // The hooks of PluginV3Base (plugin_base.h), which checks the counts and pointers and catches what they throw.
     //! 1 input and 1 output, else PluginError.
     static void checkCounts(int32_t nbInputs, int32_t nbOutputs);
     //! "the input".
     static char const* inputName(int32_t index) noexcept;
     //! axis (kINT32) and eps (kFLOAT32), for getFieldsToSerialize.
     void addFieldsToSerialize(std::vector<nvinfer1::PluginField>& fields);
+    void configure(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out) const;
+    //! The input's shape, static or dynamic.
+    void outputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs* outputs,
+        nvinfer1::IExprBuilder& exprBuilder) const;
+    //! At run time also: the output's dimensions are the input's.
+    void shapesChanged(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out) const;
+    //! Launches nothing for an empty tensor.
+    void run(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
+        void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) const;
+
     //! The axis counted from 0 for a tensor of `rank` dimensions; throws PluginError when it does not fit.
     int32_t normalizedAxis(int32_t rank) const;
-    //! Checks shared by configurePlugin and onShapeChange: counts, rank, axis, types, format.
-    void checkIO(nvinfer1::PluginTensorDesc const& in, nvinfer1::PluginTensorDesc const& out, int32_t nbInputs,
-        int32_t nbOutputs) const;
+    //! Checks shared by configure and run: rank, axis, types, format.
+    void checkIO(nvinfer1::PluginTensorDesc const& in, nvinfer1::PluginTensorDesc const& out) const;
 
     int32_t mAxis;
     float mEps;
