@@ -1,21 +1,28 @@
 """The eager ops' hot path (issue 21): checks once per call signature, full checks on anything new; CUDA graph capture
-and torch.compile(fullgraph=True) keep working.
+and torch.compile(fullgraph=True) keep working; whatever must see the op (a dispatch mode such as make_fx's, a functorch
+transform) gets it through the dispatcher.
 
-CPU: an op defined here counts its ``prepare`` calls; the library ops raise their usual errors after a cached call.
+CPU: an op defined here counts its ``prepare`` calls; the library ops raise their usual errors after a cached call;
+every op compiles with fullgraph=True on a signature never called before (dynamo traces the checks themselves); the
+float32 attribute check agrees with numpy's rounding; a missing kernels library falls back to the math.
 GPU (marker gpu): each op captured in a CUDA graph and replayed on new data, and run under
-torch.compile(fullgraph=True).
+torch.compile(fullgraph=True); the CPU tests that take a device run on CUDA too, where the kernel is called directly.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
+import torch._dynamo.testing
 import torch.nn.functional as F
+from torch.fx.experimental.proxy_tensor import make_fx
 
 import torchtrt_ext
-from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError
-from torchtrt_ext.ops import Attr, Decomposer, OpSpec, deform_conv2d, define_op, l2norm
+from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError, LibraryNotFoundError
+from torchtrt_ext.ops import Attr, Decomposer, OpSpec, deform_conv2d, define_op, efficient_nms, l2norm
 from tests.helpers import rel_err
 
 PREPARED: list[tuple] = []
@@ -81,8 +88,9 @@ def test_l2norm_errors_unchanged_after_a_cached_call() -> None:
     l2norm(x, dim=1)
     with pytest.raises(InvalidAttributeError, match=r"argument dim \(ONNX attribute 'axis'\) must be of type int"):
         l2norm(x, dim=True)  # type: ignore[arg-type]
-    with pytest.raises(InvalidAttributeError, match=r"dim=3 is out of range for a rank-3 input"):
+    with pytest.raises(InvalidAttributeError, match=r"dim=3 is out of range for a rank-3 input") as raised:
         l2norm(x, dim=3)
+    assert raised.value.__context__ is None  # raised by the checks, not while handling the cache miss
     with pytest.raises(InvalidInputError, match=r"input 'x' has dtype torch.int64; allowed"):
         l2norm(torch.ones(2, 5, 3, dtype=torch.int64), dim=1)
 
@@ -97,6 +105,93 @@ def test_deform_conv2d_errors_unchanged_after_a_cached_call() -> None:
         deform_conv2d(x, off, w)
     with pytest.raises(InvalidInputError, match=r"'offset' has dtype torch.float16; expected the dtype of 'input'"):
         deform_conv2d(x, off.half(), w, padding=1)
+
+
+def _missing_library(x: torch.Tensor, scale: float) -> torch.Tensor:
+    """A named stand-in for a ``cuda=`` whose kernels library is not built."""
+    raise LibraryNotFoundError("libtorchtrt_ext_kernels.so not found. Remedy: build it")
+
+
+FALLBACK = define_op(OpSpec(
+    name="TestFallbackScale", inputs=("x",), outputs=("y",), attrs=(Attr("scale", "float", default=1.0),),
+    eager=lambda x, scale: x * scale, shape_rule=lambda shapes, dtypes, **_: [(shapes[0], dtypes[0])],
+    decompose=lambda d, inputs, outputs, scale: d.op("Identity", inputs[0], out=outputs[0]), cuda=_missing_library))
+
+
+def test_a_missing_kernel_library_falls_back_to_the_math_with_one_warning() -> None:
+    x = torch.randn(3, 2)
+    with pytest.warns(UserWarning, match=r"TestFallbackScale: CUDA kernel unavailable, using PyTorch math\. .*found"):
+        assert torch.equal(FALLBACK._run_cuda((x,), {"scale": 2.0}), x * 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a second fallback stays silent
+        assert torch.equal(FALLBACK._run_cuda((x,), {"scale": 3.0}), x * 3)
+
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_every_op_compiles_fullgraph_on_a_new_signature(device: str) -> None:
+    """No eager call comes first: dynamo traces the full checks (no numpy in them) and emits each op in one graph."""
+    gen = torch.Generator().manual_seed(0)
+    x, off, w = torch.randn(1, 6, 7, 5, generator=gen), torch.randn(1, 18, 7, 5, generator=gen), torch.randn(6, 6, 3, 3)
+    boxes = torch.rand(1, 40, 4, generator=gen)
+    boxes[..., 2:] += boxes[..., :2]
+    scores = torch.rand(1, 40, 3, generator=gen)
+    x, off, w, boxes, scores = (t.to(device) for t in (x, off, w, boxes, scores))
+    module = torchtrt_ext.nn.L2Norm(dim=-1).to(device)
+
+    def model(x: torch.Tensor, off: torch.Tensor, boxes: torch.Tensor, scores: torch.Tensor) -> tuple:
+        y = deform_conv2d(l2norm(x, dim=1, eps=1e-5), off, w, padding=1)
+        return (module(y),) + efficient_nms(boxes, scores, score_threshold=0.3, max_output_boxes=9)
+
+    torch._dynamo.reset()
+    recorder = torch._dynamo.testing.EagerAndRecordGraphs()
+    with torch.no_grad():
+        got = torch.compile(model, backend=recorder, fullgraph=True)(x, off, boxes, scores)
+        expected = model(x, off, boxes, scores)
+    assert len(recorder.graphs) == 1
+    called = {getattr(n.target, "overloadpacket", n.target) for n in recorder.graphs[0].graph.nodes}
+    assert {torch.ops.torchtrt_ext.l2norm, torch.ops.torchtrt_ext.deformconv2d,
+            torch.ops.torchtrt_ext.efficient_nms} <= called
+    assert rel_err(got[0].cpu(), expected[0].cpu()) < 1e-6
+    assert all(torch.equal(a, b) for a, b in zip(got[1:], expected[1:]))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_dispatch_mode_records_the_op_after_a_cached_call(device: str) -> None:
+    """make_fx traces through a dispatch mode: the op must reach the dispatcher, or the graph would silently lack it."""
+    x = torch.randn(2, 16, 5, device=device)
+    l2norm(x, dim=1)  # the signature is remembered (on CUDA: a direct kernel call)
+    graph = make_fx(lambda t: l2norm(t, dim=1) * 2)(x)
+    targets = [n.target for n in graph.graph.nodes if n.op == "call_function"]
+    assert torch.ops.torchtrt_ext.l2norm.default in targets
+    assert rel_err(graph(x * 3).cpu(), 2 * F.normalize(x.cpu().double(), dim=1, eps=1e-6)) < 1e-6
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_vmap_over_the_op_matches_the_batched_call(device: str) -> None:
+    """Under a functorch transform the inputs are wrappers of plain type: the op goes through the dispatcher."""
+    x = torch.randn(3, 16, 5, device=device)
+    l2norm(x[0], dim=0)
+    batched = torch.func.vmap(lambda t: l2norm(t, dim=0))(x)  # torch's per-sample fallback: the op has no vmap rule
+    assert rel_err(batched.cpu(), l2norm(x, dim=1).cpu()) < 1e-6
+
+
+@pytest.mark.parametrize("value", [2.0**-150, -(2.0**-150), 1e-50, float(np.nextafter(2.0**-150, 1)), 1.4e-45,
+                                   float(np.finfo(np.float32).max), 2.0**128 - 2.0**103, -(2.0**128 - 2.0**103),
+                                   float(np.nextafter(2.0**128 - 2.0**103, 0)), 1e39, 0.0, 1e-6, float("inf")])
+def test_the_float32_check_agrees_with_numpy(value: float) -> None:
+    """The check (plain floats, so dynamo can trace it) refuses exactly the values numpy's float32 makes 0 or inf."""
+    with np.errstate(over="ignore"):
+        as32 = float(np.float32(value))
+    lost = np.isfinite(value) and (as32 == 0) != (value == 0) or np.isfinite(value) != np.isfinite(as32)
+    attr = Attr("scale", "float")
+    if lost:
+        with pytest.raises(InvalidAttributeError, match=rf"does not survive float32.*it would become {as32!r}\."):
+            attr.validate("Op", value)
+    else:
+        assert attr.validate("Op", value) == value
 
 
 # ------------------------------------------------------------------------------------------------------- GPU

@@ -95,13 +95,21 @@ def l2norm_cuda(x: torch.Tensor, axis: int, eps: float, out: torch.Tensor | None
             f"l2norm_cuda: axis={axis} for a rank-{x.dim()} tensor", f"an axis in 0..{x.dim() - 1}",
             "normalize a negative axis with axis % x.dim() first"))
     _launcher(x.dtype)  # LibraryNotFoundError before any allocation
-    x = x.contiguous()
-    if out is None:
-        out = torch.empty_like(x, memory_format=torch.contiguous_format)
-    elif out.shape != x.shape or out.dtype != x.dtype or out.device != x.device or not out.is_contiguous():
+    if out is not None and (out.shape != x.shape or out.dtype != x.dtype or out.device != x.device
+                            or not out.is_contiguous()):
         raise InvalidInputError(failure(
             f"l2norm_cuda: out is {out.dtype} {list(out.shape)} on {out.device} (contiguous={out.is_contiguous()})",
             f"a contiguous {x.dtype} tensor of shape {list(x.shape)} on {x.device}", "pass out=None"))
+    return l2norm_cuda_unchecked(x, axis, eps, out)
+
+
+def l2norm_cuda_unchecked(x: torch.Tensor, axis: int, eps: float, out: torch.Tensor | None = None) -> torch.Tensor:
+    """:func:`l2norm_cuda` without its checks, for a caller that made them: the op (``OpSpec.cuda``), whose checks
+    (a float CUDA tensor, ``0 <= axis < rank``) ran once for the call's signature. Raises LibraryNotFoundError and
+    KernelError as l2norm_cuda does."""
+    x = x.contiguous()
+    if out is None:
+        out = torch.empty_like(x, memory_format=torch.contiguous_format)
     if x.numel() == 0:
         return out
     with _native.on_device(x.device):

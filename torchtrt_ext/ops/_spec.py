@@ -114,12 +114,18 @@ class Attr:
         return value
 
 
+_FLOAT32_TO_INF = 2.0**128 - 2.0**103  # the smallest magnitude float32 rounds to inf (float32's max + half an ulp)
+_FLOAT32_TO_ZERO = 2.0**-150  # the largest magnitude float32 rounds to 0 (half its smallest subnormal, a tie to even)
+
+
 def _check_float32(op: str, label: str, value: float | tuple[float, ...]) -> None:
-    """ONNX and TensorRT keep float attributes as float32: refuse a value float32 turns into 0 or inf."""
+    """ONNX and TensorRT keep float attributes as float32: refuse a value float32 turns into 0 or inf.
+
+    Plain float arithmetic, no numpy: torch.compile traces the op's checks, and dynamo cannot trace numpy's errstate.
+    """
     for v in (value,) if isinstance(value, float) else value:
-        with np.errstate(over="ignore"):
-            as32 = float(np.float32(v))
-        if math.isfinite(v) and (as32 == 0) != (v == 0) or math.isfinite(v) != math.isfinite(as32):
+        if math.isfinite(v) and (abs(v) >= _FLOAT32_TO_INF or 0 < abs(v) <= _FLOAT32_TO_ZERO):
+            as32 = math.copysign(math.inf if abs(v) >= _FLOAT32_TO_INF else 0.0, v)
             raise InvalidAttributeError(
                 f"{op}: argument {label}={v!r} does not survive float32, the type ONNX and TensorRT store float "
                 f"attributes in: it would become {as32!r}. Remedy: pass a value between 1.4e-45 and 3.4e38 in "
@@ -230,8 +236,9 @@ class OpSpec:
     one ``(shape, dtype)`` per output and must only do arithmetic on the dims (they may be symbolic).
     ``decompose(d, inputs, outputs, **attrs)`` emits standard ONNX nodes with ``d`` writing exactly ``outputs``.
     ``prepare(shapes, dtypes, **attrs)`` checks input-dependent rules (an axis against the rank) and returns the
-    canonical attributes (e.g. a non-negative axis). ``cuda`` optionally replaces ``eager`` on CUDA tensors; it
-    raises ``LibraryNotFoundError`` when its library is missing, and the op then falls back to ``eager``.
+    canonical attributes (e.g. a non-negative axis). ``cuda`` optionally replaces ``eager`` on CUDA tensors, called
+    like it with inputs and canonical attributes the op has checked; it raises ``LibraryNotFoundError`` when its
+    library is missing, and the op then falls back to ``eager``.
     Optional inputs (passed as None) must come last. ``output_dtypes`` fixes the dtype of an output (None: the
     inputs' type, the default for every output). ``differentiable=False`` makes a backward through the op raise a
     clear error.
@@ -341,7 +348,9 @@ class CustomOp:
         self.autograd_function = self._make_autograd_function()
         self.translation = self._make_translation()
         self._warned_cuda = False
-        self._checked: dict[tuple, tuple[int, dict[str, Any]]] = {}  # call signature -> (None inputs to add, attrs)
+        self._calls: dict[tuple, _Call] = {}  # call signature (see _signature) -> its checked attributes and route
+        self._n_outputs = len(spec.outputs)
+        self._sequence_attrs = tuple(a.name for a in spec.attrs if a.kind in ("ints", "floats"))
 
     # ----------------------------------------------------------------------------------------------- definition
     def _check_definition(self) -> None:
@@ -487,29 +496,45 @@ class CustomOp:
         return translate
 
     # ------------------------------------------------------------------------------------------------- calling
-    def _run_cuda(self, tensors: Sequence[torch.Tensor | None], attrs: dict[str, Any]) -> Any:
-        """The op's CUDA kernel, or its PyTorch math (warning once) when the kernel library is missing."""
-        spec = self.spec
-        if spec.cuda is not None:
-            try:
-                return _as_output(spec.cuda(*tensors, **attrs), len(spec.outputs))
+    def __call__(self, *tensors: torch.Tensor | None, **attrs: Any) -> Any:
+        """Validate inputs and attributes (once per new call signature), then run the op: straight to the CUDA kernel
+        where nothing needs the dispatcher, else through torch.library (autograd, torch.compile, exporters)."""
+        if _is_dynamo_compiling():  # dynamo traces the call: every check, then the dispatcher
+            missing, attrs = self._check_call(tensors, attrs)
+            return self.torch_op(*tensors, *(None,) * missing, *[attrs[a.name] for a in self.spec.attrs])
+        key = _signature(tensors, attrs, self._sequence_attrs)
+        try:
+            call = self._calls[key]
+        except KeyError:  # a new signature, or inputs that are checked on every call (key None)
+            call = None
+        except TypeError:  # an unhashable attribute value (a list): checked on every call
+            call = key = None
+        if call is None:  # checked outside the except clauses, so a check's error carries no KeyError context
+            call = self._plan_call(tensors, attrs, key)
+        if call.absent:
+            tensors += call.absent
+        if _is_tracing():  # the legacy TorchScript exporter: emit the node through symbolic
+            return self.autograd_function.apply(*tensors, *call.args)
+        if call.direct and not (call.grad and _grad_enabled()) and not _dispatch_modes() and not _functorch_active():
+            try:  # the kernel itself (no _run_cuda frame: this is the path a small kernel's host time is judged on)
+                out = self.spec.cuda(*tensors, **call.attrs)  # type: ignore[misc]
             except LibraryNotFoundError as exc:
-                if not self._warned_cuda:
-                    warnings.warn(f"{spec.name}: CUDA kernel unavailable, using PyTorch math. {exc}", stacklevel=3)
-                    self._warned_cuda = True
-        return _as_output(spec.eager(*tensors, **attrs), len(spec.outputs))
+                return self._eager_fallback(tensors, call.attrs, exc)
+            return out if self._n_outputs == 1 else _as_output(out, self._n_outputs)
+        return self.torch_op(*tensors, *call.args)
 
-    def _direct_cuda_call(self, tensors: Sequence[torch.Tensor | None]) -> bool:
-        """Whether the kernel may be called without the dispatcher: plain CUDA tensors, no tracing, no autograd.
-
-        The torch.library dispatch costs tens of microseconds per call, more than a small kernel; it is kept
-        wherever it matters: under torch.compile/torch.export, for tensor subclasses (fake, functional), and
-        when a gradient is needed.
-        """
+    def _plan_call(self, tensors: tuple, attrs: dict[str, Any], key: tuple | None) -> _Call:
+        """Every check of a call (``_check_call``) and how to run it, remembered under ``key`` unless it is None."""
+        missing, attrs = self._check_call(tensors, attrs)
         present = [t for t in tensors if t is not None]
-        return (self.spec.cuda is not None and all(type(t) in _PLAIN and t.is_cuda for t in present)
-                and not torch.compiler.is_compiling()
-                and not (torch.is_grad_enabled() and any(t.requires_grad for t in present)))
+        call = _Call(absent=(None,) * missing, attrs=attrs, args=tuple(attrs[a.name] for a in self.spec.attrs),
+                     direct=self.spec.cuda is not None and all(type(t) in _PLAIN and t.is_cuda for t in present),
+                     grad=any(t.requires_grad for t in present))
+        if key is not None:
+            if len(self._calls) >= _MAX_SIGNATURES:
+                self._calls.clear()
+            self._calls[key] = call
+        return call
 
     def _check_call(self, tensors: tuple, attrs: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """Every check of a call: input count and types, attributes, ``prepare``. Returns (the number of absent
@@ -534,55 +559,76 @@ class CustomOp:
             attrs = spec.prepare([tuple(t.shape) for t in present], [t.dtype for t in present], **attrs)
         return missing, attrs
 
-    def _checked_call(self, tensors: tuple, attrs: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        """``_check_call``'s result, computed once per call signature (see ``_signature``) and then reused."""
-        key = _signature(tensors, attrs)
+    def _run_cuda(self, tensors: Sequence[torch.Tensor | None], attrs: dict[str, Any]) -> Any:
+        """The op's CUDA kernel, or its PyTorch math (warning once) when the kernel library is missing."""
+        spec = self.spec
+        if spec.cuda is None:
+            return _as_output(spec.eager(*tensors, **attrs), len(spec.outputs))
         try:
-            checked = self._checked.get(key) if key is not None else None
-        except TypeError:  # an unhashable value (a list attribute): checked on every call
-            key = checked = None
-        if checked is None:
-            checked = self._check_call(tensors, attrs)
-            if key is not None:
-                if len(self._checked) >= _MAX_SIGNATURES:
-                    self._checked.clear()
-                self._checked[key] = checked
-        return checked
+            return _as_output(spec.cuda(*tensors, **attrs), len(spec.outputs))
+        except LibraryNotFoundError as exc:
+            return self._eager_fallback(tensors, attrs, exc)
 
-    def __call__(self, *tensors: torch.Tensor | None, **attrs: Any) -> Any:
-        """Validate inputs and attributes (once per new signature), then run the op (or emit it when an exporter is
-        tracing)."""
-        missing, attrs = self._checked_call(tensors, attrs)
-        tensors = tensors + (None,) * missing
-        if torch.jit.is_tracing():  # the legacy TorchScript exporter: emit the node through symbolic
-            return self.autograd_function.apply(*tensors, *[attrs[a.name] for a in self.spec.attrs])
-        if self._direct_cuda_call(tensors):
-            return self._run_cuda(tensors, attrs)
-        return self.torch_op(*tensors, *[attrs[a.name] for a in self.spec.attrs])
+    def _eager_fallback(self, tensors: Sequence[torch.Tensor | None], attrs: dict[str, Any],
+                        exc: LibraryNotFoundError) -> Any:
+        """The op's PyTorch math in place of its missing CUDA kernel, with one warning per op naming why."""
+        if not self._warned_cuda:
+            warnings.warn(f"{self.spec.name}: CUDA kernel unavailable, using PyTorch math. {exc}", stacklevel=3)
+            self._warned_cuda = True
+        return _as_output(self.spec.eager(*tensors, **attrs), len(self.spec.outputs))
 
     def __repr__(self) -> str:
         return f"CustomOp({self.spec.name}, inputs={list(self.spec.inputs)}, attrs={[a.name for a in self.spec.attrs]})"
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Call:
+    """What the checks of one call signature give, and how such a call runs.
+
+    ``absent``: the Nones that fill absent optional inputs; ``attrs``: the canonical attributes, ``args`` the same in
+    schema order (the torch.library op takes them positionally); ``direct``: the op has a CUDA kernel and every input
+    is a plain CUDA tensor, so the kernel may be called without the dispatcher (its dispatch costs more than a small
+    kernel); ``grad``: an input requires grad, so with grad mode on the call needs the dispatcher's autograd.
+    """
+
+    absent: tuple[None, ...]
+    attrs: dict[str, Any]
+    args: tuple
+    direct: bool
+    grad: bool
+
+
 _PLAIN = (torch.Tensor, torch.nn.Parameter)  # tensors with concrete shapes and no __torch_function__ of their own
 _MAX_SIGNATURES = 256  # call signatures whose checks an op remembers; the record starts over when full
+# The state a cached call checks, bound once: a module global and a call instead of a chain of attribute lookups.
+# Dynamo knows is_dynamo_compiling by the function object, so it folds the alias to True as it folds the original.
+_is_dynamo_compiling = torch.compiler.is_dynamo_compiling
+_is_tracing = torch._C._is_tracing  # torch.jit.is_tracing() without its is_scripting() frame (never scripted here)
+_grad_enabled = torch.is_grad_enabled
+_dispatch_modes = torch._C._len_torch_dispatch_stack  # make_fx, FlopCounterMode, ...: they must see the op
+_functorch_active = torch._C._are_functorch_transforms_active  # vmap, grad, jvp: their wrappers look plain
 
 
-def _signature(tensors: tuple, attrs: dict[str, Any]) -> tuple | None:
-    """A key of everything the checks of a call read: per input its shape and dtype, per attribute its name, value
-    and the types of the value and of its elements (so ``True`` never passes for a checked ``1``). None, and nothing
-    is remembered, when an input is not a plain torch.Tensor or Parameter (fake and functional tensors under tracing,
-    symbolic shapes, non-tensors: those are checked on every call). The key may hold an unhashable value (a list)."""
-    key: list[Any] = []
+def _signature(tensors: tuple, attrs: dict[str, Any], sequence_attrs: tuple[str, ...]) -> tuple | None:
+    """A key of everything the checks and the routing of a call read: per attribute its name, value and type, and for
+    the list-valued attributes (``sequence_attrs``) the types of a tuple's elements (so ``True`` never passes for a
+    checked ``1``); per input its shape, dtype, whether it is on CUDA and whether it requires grad. None, and nothing
+    is remembered, when an input is not a plain torch.Tensor or Parameter (fake and functional tensors, symbolic
+    shapes, non-tensors: those are checked on every call). The key may hold an unhashable value (a list)."""
+    # flat, one tuple (cheaper to build and hash than nested ones), and still unambiguous: (name, value) pairs, then
+    # types, then per input a torch.Size and three scalars or a None
+    key: list[Any] = [*attrs.items(), *map(type, attrs.values())]
+    for name in sequence_attrs:
+        value = attrs.get(name)
+        if isinstance(value, tuple):
+            key.append(tuple(map(type, value)))
     for t in tensors:
-        if t is None:
+        if type(t) in _PLAIN:
+            key += (t.shape, t.dtype, t.is_cuda, t.requires_grad)
+        elif t is None:
             key.append(None)
-        elif type(t) in _PLAIN:
-            key.append((t.shape, t.dtype))
         else:
             return None
-    for name, value in attrs.items():
-        key.append((name, value, type(value), tuple(map(type, value)) if type(value) is tuple else None))
     return tuple(key)
 
 

@@ -11,19 +11,13 @@ from typing import Any
 import torch
 
 from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError
-from torchtrt_ext.ops._l2norm_cuda import launch_l2norm
+from torchtrt_ext.ops._l2norm_cuda import l2norm_cuda_unchecked, launch_l2norm
 from torchtrt_ext.ops._spec import Attr, Decomposer, OpSpec, define_op, finite_positive
 
 
 def _eager(x: torch.Tensor, axis: int, eps: float) -> torch.Tensor:
     norm = torch.linalg.vector_norm(x, ord=2, dim=axis, keepdim=True, dtype=torch.float32)
     return (x.float() / norm.clamp_min(eps)).to(x.dtype)
-
-
-def _cuda(x: torch.Tensor, axis: int, eps: float) -> torch.Tensor:
-    from torchtrt_ext.ops._l2norm_cuda import l2norm_cuda
-
-    return l2norm_cuda(x, axis, eps)
 
 
 def _prepare(shapes: list[tuple], dtypes: list[torch.dtype], axis: int, eps: float) -> dict[str, Any]:
@@ -62,7 +56,7 @@ SPEC = OpSpec(
     shape_rule=_shape_rule,
     decompose=_decompose,
     prepare=_prepare,
-    cuda=_cuda,
+    cuda=l2norm_cuda_unchecked,  # the op checked x and axis (once per signature): the launcher need not again
     launch=launch_l2norm,
     doc="y = x / max(||x||_2 over axis, eps)",
 )
