@@ -178,6 +178,19 @@ def test_vmap_over_the_op_matches_the_batched_call(device: str) -> None:
     assert rel_err(batched.cpu(), l2norm(x, dim=1).cpu()) < 1e-6
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_forward_mode_ad_is_refused_not_silently_dropped(device: str) -> None:
+    """The op has no jvp: a dual input would give an output without tangent. It raises, after a cached call too."""
+    import torch.autograd.forward_ad as fwAD
+
+    x = torch.randn(1, 8, 3, 3, device=device)
+    expected = l2norm(x, dim=1)  # the signature is cached
+    with fwAD.dual_level():
+        assert torch.equal(l2norm(x, dim=1), expected)  # plain inputs still run inside dual_level()
+        with pytest.raises(InvalidInputError, match="input 'x' carries a forward-mode AD tangent.*backward"):
+            l2norm(fwAD.make_dual(x, torch.ones_like(x)), dim=1)
+
+
 @pytest.mark.parametrize("value", [2.0**-150, -(2.0**-150), 1e-50, float(np.nextafter(2.0**-150, 1)), 1.4e-45,
                                    float(np.finfo(np.float32).max), 2.0**128 - 2.0**103, -(2.0**128 - 2.0**103),
                                    float(np.nextafter(2.0**128 - 2.0**103, 0)), 1e39, 0.0, 1e-6, float("inf")])

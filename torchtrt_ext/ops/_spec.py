@@ -502,6 +502,8 @@ class CustomOp:
         if _is_dynamo_compiling():  # dynamo traces the call: every check, then the dispatcher
             missing, attrs = self._check_call(tensors, attrs)
             return self.torch_op(*tensors, *(None,) * missing, *[attrs[a.name] for a in self.spec.attrs])
+        if _forward_ad._current_level >= 0:  # inside forward_ad.dual_level(): one module attribute when outside
+            self._refuse_tangents(tensors)
         key = _signature(tensors, attrs, self._sequence_attrs)
         try:
             call = self._calls[key]
@@ -522,6 +524,15 @@ class CustomOp:
                 return self._eager_fallback(tensors, call.attrs, exc)
             return out if self._n_outputs == 1 else _as_output(out, self._n_outputs)
         return self.torch_op(*tensors, *call.args)
+
+    def _refuse_tangents(self, tensors: tuple) -> None:
+        """Forward-mode AD would lose an input's tangent (the op defines no jvp): refuse it instead of a silent zero."""
+        for name, t in zip(self.spec.inputs, tensors):
+            if isinstance(t, torch.Tensor) and _forward_ad.unpack_dual(t).tangent is not None:
+                raise InvalidInputError(failure(
+                    f"{self.spec.name}: input {name!r} carries a forward-mode AD tangent (torch.autograd.forward_ad)",
+                    "tensors without tangents: the op has reverse-mode autograd (backward) only",
+                    "take the derivative with backward(), or call the PyTorch math of the op under forward AD"))
 
     def _plan_call(self, tensors: tuple, attrs: dict[str, Any], key: tuple | None) -> _Call:
         """Every check of a call (``_check_call``) and how to run it, remembered under ``key`` unless it is None."""
@@ -607,6 +618,7 @@ _is_tracing = torch._C._is_tracing  # torch.jit.is_tracing() without its is_scri
 _grad_enabled = torch.is_grad_enabled
 _dispatch_modes = torch._C._len_torch_dispatch_stack  # make_fx, FlopCounterMode, ...: they must see the op
 _functorch_active = torch._C._are_functorch_transforms_active  # vmap, grad, jvp: their wrappers look plain
+_forward_ad = torch.autograd.forward_ad  # its _current_level is -1 outside dual_level()
 
 
 def _signature(tensors: tuple, attrs: dict[str, Any], sequence_attrs: tuple[str, ...]) -> tuple | None:
