@@ -27,7 +27,7 @@ preset() {  # name -> "source glob|test paths"
         decompose) echo "torchtrt_ext/passes/decompose.py|tests/passes/test_decompose.py" ;;
         cache)     echo "torchtrt_ext/cache.py|tests/backend/test_cache.py tests/backend/test_host_code.py" ;;
         profiles)  echo "torchtrt_ext/backend/profiles.py|tests/backend/test_profiles.py" ;;
-        precision) echo "$(find torchtrt_ext -name precision.py | head -1)|tests/backend/test_precision.py" ;;  # moving (issue 18)
+        precision) echo "torchtrt_ext/passes/precision.py|tests/passes/test_precision.py tests/passes/test_precision_guards.py" ;;
         *) return 1 ;;
     esac
 }
