@@ -12,6 +12,8 @@ The score is given for all mutants and for the logic ones alone (message and log
 from __future__ import annotations
 
 import ast
+import difflib
+import functools
 import re
 import textwrap
 from collections import Counter
@@ -20,8 +22,8 @@ from pathlib import Path
 import libcst as cst
 
 from mutmut.mutation.data import SourceFileMutationData
-from mutmut.mutation.diff_apply import (get_diff_for_mutant, read_functions_from_index, read_mutant_function,
-                                        read_mutants_module, read_original_function)
+from mutmut.mutation.diff_apply import (read_functions_from_index, read_mutant_function, read_mutants_module,
+                                        read_original_function)
 from mutmut.stats import status_by_exit_code
 from mutmut.utils.file_utils import walk_mutatable_files
 
@@ -34,14 +36,24 @@ def changed_lines(diff: str) -> tuple[list[str], list[str]]:
     return removed, added
 
 
+@functools.lru_cache(maxsize=None)
+def _mutants_module(path: Path) -> cst.Module:
+    return read_mutants_module(path)  # parsed once per file, not once per mutant
+
+
 def function_sources(name: str, path: Path) -> tuple[str, str]:
     """(original, mutant) source of the function a mutant changes, whole (not the diff's three lines of context)."""
     functions = read_functions_from_index(name, path)
     if functions is None:
-        module = read_mutants_module(path)
+        module = _mutants_module(path)
         functions = (read_original_function(module, name), read_mutant_function(module, name))
     original, mutant = (cst.Module([function]).code for function in functions)
     return original, mutant
+
+
+def diff_of(original: str, mutant: str) -> str:
+    """The unified diff of a function and its mutant (what mutmut shows)."""
+    return "\n".join(difflib.unified_diff(original.strip().split("\n"), mutant.strip().split("\n"), lineterm=""))
 
 
 Change = tuple[ast.AST, "ast.AST | None", tuple[ast.AST, ...]]
@@ -118,8 +130,8 @@ def main() -> None:
         for name, code in data.exit_code_by_key.items():
             statuses[name] = status_by_exit_code[code]
             paths[name] = path
-    diffs = {name: get_diff_for_mutant(name, path=paths[name]) for name in statuses}
-    kinds = {name: kind_of(*function_sources(name, Path(paths[name]))) for name in statuses}
+    sources = {name: function_sources(name, Path(paths[name])) for name in statuses}
+    kinds = {name: kind_of(*sources[name]) for name in statuses}
     survivors = [name for name, status in statuses.items() if status not in _DETECTED]
     for label, names in (("all", list(statuses)), ("logic", [n for n in statuses if kinds[n] == "logic"])):
         killed = sum(statuses[n] in _DETECTED for n in names)
@@ -128,7 +140,7 @@ def main() -> None:
           sum(status == "timeout" for status in statuses.values()))
     print("not killed, by status:", dict(Counter(statuses[n] for n in survivors)))
     for name in sorted(survivors, key=lambda n: (kinds[n], n)):
-        removed, added = changed_lines(diffs[name])
+        removed, added = changed_lines(diff_of(*sources[name]))
         print(f"\n[{kinds[name]}] {statuses[name]}: {name}")
         for old, new in zip(removed, added):
             print(f"  - {old.strip()}\n  + {new.strip()}")
