@@ -23,7 +23,7 @@ preset() {  # name -> "source glob|test paths"
         ops)       # the L2Norm definition: eager numerics, attribute/input checks, and the decomposition on onnxruntime
                    # (hand-built nodes in test_decompose.py; the exporter tests of test_l2norm.py take minutes a run)
                    t=tests/ops/test_l2norm.py
-                   echo "torchtrt_ext/ops/l2norm.py|$t::test_eager_matches_normalize $t::test_zero_vector_gives_zeros $t::test_the_defaults_are_dim_1_and_eps_1e_6 $t::test_float16_accumulates_in_float32 $t::test_shape_inference_passes_the_input_shape_and_type_through $t::test_gradient_matches_normalize $t::test_bad_attributes $t::test_unknown_attribute $t::test_module_checks_attributes_at_construction $t::test_bad_inputs $t::test_a_non_default_eps_clamps_small_norms tests/passes/test_decompose.py" ;;
+                   echo "torchtrt_ext/ops/l2norm.py|$t::test_eager_matches_normalize $t::test_zero_vector_gives_zeros $t::test_the_defaults_are_dim_1_and_eps_1e_6 $t::test_float16_accumulates_in_float32 $t::test_bfloat16_results_are_rounded_once $t::test_every_dim_of_the_allowed_range_works $t::test_shape_inference_passes_the_input_shape_and_type_through $t::test_gradient_matches_normalize $t::test_bad_attributes $t::test_unknown_attribute $t::test_module_checks_attributes_at_construction $t::test_bad_inputs $t::test_a_non_default_eps_clamps_small_norms tests/passes/test_decompose.py" ;;
         spec)      echo "torchtrt_ext/ops/_spec.py|tests/ops" ;;
         deform)    echo "torchtrt_ext/ops/deform_conv2d.py|tests/ops/test_deform_conv2d.py" ;;
         fusion)    echo "torchtrt_ext/passes/fuse_l2norm.py|tests/passes/test_fuse_l2norm_graphs.py" ;;

@@ -63,6 +63,19 @@ def test_float16_accumulates_in_float32() -> None:
     torch.testing.assert_close(got.float(), torch.full((2, 1000, 3), 1000 ** -0.5), rtol=1e-3, atol=1e-4)
 
 
+def test_every_dim_of_the_allowed_range_works() -> None:
+    x = torch.randn(2, 4, 3, dtype=torch.float32)
+    for dim in range(-3, 3):  # the message's "Allowed: -3 to 2", both ends included
+        torch.testing.assert_close(l2norm(x, dim=dim).double(), F.normalize(x.double(), dim=dim, eps=1e-6))
+
+
+def test_bfloat16_results_are_rounded_once() -> None:
+    """The norm stays in float32 until the division: a bfloat16 result is the exact normalization rounded once to
+    bfloat16 (a norm rounded to bfloat16 first is off in about a quarter of these elements)."""
+    x = torch.randn(64, 16, generator=torch.Generator().manual_seed(0)).bfloat16()
+    assert torch.equal(l2norm(x), F.normalize(x.double(), dim=1).bfloat16())
+
+
 def test_shape_inference_passes_the_input_shape_and_type_through() -> None:
     from onnx import TensorProto, helper
 

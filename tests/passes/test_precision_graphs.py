@@ -77,6 +77,10 @@ def test_low_precision_runs_elementwise_ops_low_and_sensitive_ops_in_fp32(precis
     assert sorted(result.fp32_nodes) == ["root", "sum"] and result.precision == precision
     casts = [n for n in typed.graph.node if n.op_type == "Cast"]
     assert result.casts_added == len(casts) > 0
+    names = [n.name for n in typed.graph.node]
+    assert all(names) and len(set(names)) == len(names)  # added nodes are named too (TensorRT's layer names)
+    (last,) = [n for n in typed.graph.node if "y" in n.output]
+    assert (last.op_type, last.name, last.input[0]) == ("Cast", "y_output_cast", f"y__{precision}")
     if precision == "fp16":  # onnxruntime's CPU provider has no bfloat16 Mul
         x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
         (want,), (got,) = run(original, x=x), run(typed, x=x)
@@ -86,7 +90,9 @@ def test_low_precision_runs_elementwise_ops_low_and_sensitive_ops_in_fp32(precis
 
 def test_fp32_and_as_exported_on_an_fp32_graph() -> None:
     original = relu_sum()
-    assert apply_precision(original, "as_exported").model is original
+    untouched = apply_precision(original, "as_exported")
+    assert untouched.model is original
+    assert (untouched.precision, untouched.fp32_nodes, untouched.casts_added) == ("as_exported", [], 0)
     result = apply_precision(original, "fp32")
     assert result.casts_added == 0 and result.fp32_nodes == []
     assert [n.op_type for n in result.model.graph.node] == [n.op_type for n in original.graph.node]
@@ -147,6 +153,11 @@ def test_resize_scales_stay_fp32() -> None:
     original = graph_model(nodes, [weights("scales", [1.0, 2.0])], outputs=(("y", F32, ["N", 8]),))
     typed = apply_precision(original, "fp16").model
     assert types_of(typed)["scales"] == F32 and compute_type(typed, "Resize") == F16
+    computed = [helper.make_node("Abs", ["scales0"], ["scales"]), *nodes]  # scales computed by an op that goes low
+    original = graph_model(computed, [weights("scales0", [1.0, 2.0])], outputs=(("y", F32, ["N", 8]),))
+    typed = apply_precision(original, "fp16").model
+    resize = next(n for n in typed.graph.node if n.op_type == "Resize")
+    assert compute_type(typed, "Abs") == F16 and types_of(typed)[resize.input[2]] == F32  # cast back for Resize
     x = np.random.default_rng(4).standard_normal((2, 4)).astype(np.float32)
     np.testing.assert_allclose(run(typed, x=x)[0], run(original, x=x)[0], rtol=1e-3, atol=1e-3)
 
@@ -183,6 +194,7 @@ def test_custom_nodes_and_subgraphs_get_their_exported_types() -> None:
     assert inferred[by_name["norm"].input[0]] == F32  # cast back from the FP16 Relu
     assert inferred[by_name["cast"].input[0]] == F32 and compute_type(typed, "Relu") == F16
     assert {"norm", "choose"} <= set(result.fp32_nodes) and "cast" not in result.fp32_nodes
+    assert compute_type(typed, "Neg") == F16  # what reads an opaque node's output computes low again
 
 
 # ------------------------------------------------------------------------------------------------ constants
@@ -193,7 +205,7 @@ def test_float_initializers_are_converted_not_cast(precision: str, caplog: pytes
     nodes = [helper.make_node("Mul", ["x", "w"], ["xw"]), helper.make_node("Max", ["xw", "eps"], ["m"]),
              helper.make_node("Constant", [], ["b"], value=weights("b_value", [1.0, 2.0, 3.0, 4.0])),
              helper.make_node("Add", ["m", "b"], ["y"])]
-    original = graph_model(nodes, [weights("w", [1e5, -2.0, 0.5, 1.0]), weights("eps", 1e-12)])
+    original = graph_model(nodes, [weights("w", [1e5, -2.0, 0.0, -1e6]), weights("eps", 1e-12)])
     with caplog.at_level(logging.WARNING, logger="torchtrt_ext"):
         result = apply_precision(original, precision)
     typed = result.model
@@ -205,12 +217,36 @@ def test_float_initializers_are_converted_not_cast(precision: str, caplog: pytes
     (eps,) = [v for k, v in stored.items() if k.startswith("eps")]
     (b,) = [v for k, v in stored.items() if k.startswith("b")]
     assert eps > 0 and list(b.astype(np.float32)) == [1.0, 2.0, 3.0, 4.0]
+    limit = float(np.finfo(np.float16).max)
     if precision == "fp16":
-        assert float(w[0]) == float(np.finfo(np.float16).max) and "exceed the FP16 range and were clipped" in caplog.text
+        assert (float(w[0]), float(w[3])) == (limit, -limit)  # clipped to the range on both sides, not inf
+        assert "initializers ['w'] exceed the FP16 range and were clipped" in caplog.text
         assert float(eps) == 2.0 ** -24  # the smallest FP16 subnormal, not 0
     else:
         assert float(w.astype(np.float32)[0]) == pytest.approx(1e5, rel=1e-2) and "clipped" not in caplog.text
-    assert float(w.astype(np.float32)[1]) == -2.0
+    assert list(w.astype(np.float32)[1:3]) == [-2.0, 0.0]  # an exact zero stays zero
+
+
+def test_the_largest_float16_is_not_clipped(caplog: pytest.LogCaptureFixture) -> None:
+    nodes = [helper.make_node("Mul", ["x", "w"], ["y"])]
+    limit = float(np.finfo(np.float16).max)
+    with caplog.at_level(logging.WARNING, logger="torchtrt_ext"):
+        typed = apply_precision(graph_model(nodes, [weights("w", [limit, -limit, 1.0, 2.0])]), "fp16").model
+    assert "clipped" not in caplog.text
+    (w,) = [numpy_helper.to_array(t) for t in typed.graph.initializer]
+    assert list(w.astype(np.float32)) == [limit, -limit, 1.0, 2.0]
+
+
+def test_constant_of_shape_is_computed_not_folded() -> None:
+    """ConstantOfShape also has a 'value' tensor attribute, but its output is a tensor of a run-time shape: it is cast,
+    not replaced by its one-element value."""
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("ConstantOfShape", ["shape"], ["twos"], value=weights("two", [2.0])),
+             helper.make_node("Mul", ["x", "twos"], ["y"])]
+    original = graph_model(nodes)
+    typed = apply_precision(original, "fp16").model
+    x = np.random.default_rng(5).standard_normal((3, 4)).astype(np.float32)
+    np.testing.assert_allclose(run(typed, x=x)[0], run(original, x=x)[0], rtol=1e-3)
 
 
 def test_a_float_graph_input_feeding_several_nodes_is_cast_once() -> None:
