@@ -6,7 +6,8 @@
 Cases follow shared/anchors/dcn_h200.md and issue 17 (3x3, padding 1, one offset group, offsets with sigma = 2 pixels,
 random mask, bias). Methods:
   plugin      the launcher torchtrt_ext_deform_conv2d on NCHW tensors, as the TensorRT plugins' enqueue calls it
-              (ops/_deform_conv2d_full.deform_conv2d_full): transpose, sampling, tensor-core GEMM with the bias
+              (ops/_deform_conv2d_full.deform_conv2d_full): transpose, sampling, GEMM with the bias (cuBLASLt's;
+              TORCHTRT_EXT_CUBLASLT=0 times our own tensor-core GEMM)
   eager       the public ops.deform_conv2d on CUDA tensors (the same launcher behind the op's dispatch)
   torchvision torchvision.ops.deform_conv2d on CUDA
   conv        F.conv2d of the same shapes and dtype (cuDNN; in fp32 it may use TF32, see the printed flags): the floor

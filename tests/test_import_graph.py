@@ -5,7 +5,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "torchtrt_ext"
+import torchtrt_ext
+
+PACKAGE = Path(torchtrt_ext.__file__).resolve().parent  # the sources imported: the checkout's, or an installed wheel's
 
 
 def _module_name(path: Path) -> str:

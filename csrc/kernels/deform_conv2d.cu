@@ -19,8 +19,14 @@
 // pixels' column rows, one contiguous range, in 16-byte stores (H200, 8x256x64x64: 147 vs 185 us fp16, 224 vs 346 us
 // fp32 against each thread storing its own 9 taps from registers); other shapes write from registers.
 //
-// GEMM: out[img][g * Mg + m][p] = bias[g * Mg + m] + sum_r weight[g * Mg + m][r] * columns[img * P + p][g * rows_pad + r]
-// with both operands K-contiguous ("TN"). Block tile kBM x kBN (output channels x pixels of all images of the slice,
+// cuBLASLt: per conv group, one strided-batched TN GEMM (a batch per image) with the prepared weight; float32 in
+// true FP32 (CUBLAS_COMPUTE_32F). 3xTF32 through cuBLASLt (columns and weight split in the sampler, two GEMMs) was
+// faster (H200, 8x256x64x64: 844 us against 1185 us for our own GEMM) but its relative error against float64 was
+// 1.2e-5, growing with the reduction length, even with both parts rounded to nearest: the tensor cores' FP32 sums
+// over the whole reduction; our own kernel folds them every 32 steps.
+//
+// Our own GEMM (no cuBLASLt): out[img][g * Mg + m][p] = bias[g * Mg + m] + sum_r weight[g * Mg + m][r] *
+// columns[img * P + p][g * rows_pad + r] with both operands K-contiguous ("TN"); the ones row meets zeros. Block tile kBM x kBN (output channels x pixels of all images of the slice,
 // so small images still fill the tile), kBK = 32 reduction steps per stage, cp.async multi-stage pipeline in
 // padded shared memory (conflict-free fragment reads), 8 warps. fp16/bf16: mma.sync m16n8k16 with FP32
 // accumulators, fragments by ldmatrix. float32: mma.sync m16n8k8 TF32 three times (a_lo*b_hi + a_hi*b_lo +
@@ -28,6 +34,7 @@
 // stage (a tensor-core chain's rounding error grows with its length). The grid runs the output-channel tiles of one
 // pixel tile next to each other, so the columns are read from DRAM once and from L2 by the other tiles.
 #include "kernels/deform_conv2d.h"
+#include "kernels/cublaslt.h"
 #include "kernels/numeric.cuh"
 
 #include <cuda_bf16.h>
@@ -37,6 +44,7 @@
 #include <atomic>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <type_traits>
 
 namespace torchtrt_ext {
@@ -109,9 +117,13 @@ struct OpSizes {
     int64_t taps() const { return kernel_h * kernel_w; }
     int64_t pixels() const { return out_h * out_w; }
     int64_t rows() const { return channels / groups * taps(); }  // reduction length of one conv group
-    int64_t rowsPad() const { return (rows() + kRowsAlign - 1) / kRowsAlign * kRowsAlign; }
+    // Its padded length: the rows, the ones row (the bias), zeros up to a multiple of kRowsAlign.
+    int64_t rowsPad() const { return (rows() + 1 + kRowsAlign - 1) / kRowsAlign * kRowsAlign; }
     int64_t ld() const { return groups * rowsPad(); }  // column values per pixel
     int64_t nhwcBytes() const { return channels_last ? 0 : alignUp(n * channels * height * width * elem); }
+    // The prepared weight (cuBLASLt): [out_channels][rowsPad], the bias in the ones row's place.
+    int64_t preparedBytes() const { return alignUp(out_channels * rowsPad() * elem); }
+    int64_t fixedBytes() const { return nhwcBytes() + preparedBytes() + cublaslt::kWorkspaceBytes; }
     int64_t imageColumnsBytes() const { return alignUp(pixels() * ld() * elem); }
 };
 
@@ -187,11 +199,104 @@ __global__ void nchwToNhwcKernel(T const* __restrict__ src, T* __restrict__ dst,
     }
 }
 
+// dst[n][p][c] = src[n][c][p] with 8-byte loads and 16-byte stores through 64x64 shared-memory tiles, when pixels
+// and pointers allow (pixels % (8 / sizeof(T)) == 0, channels % (16 / sizeof(T)) == 0, src 8-byte and dst 16-byte
+// aligned). Shared memory holds 32-bit words: a float, or for 16-bit types the pair of channels (2c, 2c + 1) of one
+// pixel, so a 16-byte store gathers 4 words (the scalar kernel above moved 2-byte elements one by one, and a first
+// wide kernel 2-byte words: 30 us for the 34 MB of 8x256x64x64 fp16 on the H200, against 23 us for fp32's 67 MB).
+constexpr int kWideTile = 64;
+template <typename T>
+__global__ void __launch_bounds__(256) nchwToNhwcWideKernel(T const* __restrict__ src, T* __restrict__ dst,
+                                                            int64_t images, int64_t channels, int64_t pixels) {
+    constexpr int kPer = 4 / sizeof(T);                    // channels per shared-memory word
+    constexpr int kRows = kWideTile / kPer;                // word rows of a tile
+    constexpr int kLoad = 8 / sizeof(T);                   // pixels per 8-byte load
+    __shared__ uint32_t tile[kRows][kWideTile + 1];        // [channel word][pixel]; 65 words: conflict-free stores
+    int64_t const p0 = static_cast<int64_t>(blockIdx.x) * kWideTile;
+    int64_t const c0 = static_cast<int64_t>(blockIdx.y) * kWideTile;
+    for (int64_t img = blockIdx.z; img < images; img += gridDim.z) {
+        T const* s = src + img * channels * pixels;
+        T* d = dst + img * channels * pixels;
+        for (int i = threadIdx.x; i < kRows * kWideTile / kLoad; i += blockDim.x) {
+            int const r = i / (kWideTile / kLoad), q = (i % (kWideTile / kLoad)) * kLoad;
+            int64_t const c = c0 + r * kPer, p = p0 + q;
+            if (c < channels && p < pixels) {
+                uint2 const a = *reinterpret_cast<uint2 const*>(s + c * pixels + p);
+                if constexpr (kPer == 1) {
+                    tile[r][q] = a.x;
+                    tile[r][q + 1] = a.y;
+                } else {  // rows c and c + 1, four pixels each: one word per pixel, channel c in the low half
+                    uint2 const b = *reinterpret_cast<uint2 const*>(s + (c + 1) * pixels + p);
+                    tile[r][q] = (a.x & 0xffffu) | (b.x << 16);
+                    tile[r][q + 1] = (a.x >> 16) | (b.x & 0xffff0000u);
+                    tile[r][q + 2] = (a.y & 0xffffu) | (b.y << 16);
+                    tile[r][q + 3] = (a.y >> 16) | (b.y & 0xffff0000u);
+                }
+            }
+        }
+        __syncthreads();
+        for (int i = threadIdx.x; i < kWideTile * kRows / 4; i += blockDim.x) {
+            int const q = i / (kRows / 4), r = (i % (kRows / 4)) * 4;
+            int64_t const p = p0 + q, c = c0 + r * kPer;
+            if (c < channels && p < pixels) {
+                *reinterpret_cast<uint4*>(d + p * channels + c) =
+                    make_uint4(tile[r][q], tile[r + 1][q], tile[r + 2][q], tile[r + 3][q]);
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// The channels-last copy of an NCHW input, by the wide kernel where it applies.
+template <typename T>
+cudaError_t launchTranspose(T const* src, T* dst, int64_t images, int64_t channels, int64_t pixels,
+                            cudaStream_t stream) {
+    constexpr int kLoad = 8 / sizeof(T), kStore = 16 / sizeof(T);
+    if (pixels % kLoad == 0 && channels % kStore == 0 && reinterpret_cast<uintptr_t>(src) % 8 == 0 && aligned16(dst)) {
+        dim3 const grid(static_cast<unsigned>((pixels + kWideTile - 1) / kWideTile),
+                        static_cast<unsigned>((channels + kWideTile - 1) / kWideTile),
+                        static_cast<unsigned>(std::min(images, kMaxGridYZ)));
+        nchwToNhwcWideKernel<T><<<grid, 256, 0, stream>>>(src, dst, images, channels, pixels);
+    } else {
+        dim3 const grid(static_cast<unsigned>((pixels + kTransposeTile - 1) / kTransposeTile),
+                        static_cast<unsigned>((channels + kTransposeTile - 1) / kTransposeTile),
+                        static_cast<unsigned>(std::min(images, kMaxGridYZ)));
+        nchwToNhwcKernel<T><<<grid, dim3(kTransposeTile, 8), 0, stream>>>(src, dst, images, channels, pixels);
+    }
+    return cudaGetLastError();
+}
+
 // --------------------------------------------------------------------------------------------------- sampling
 struct SampleParams {
     int64_t channels, height, width, kernel_w, out_w, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
-    int64_t taps, pixels, offset_groups, per_group, per_offset_group, rows_pad, ld;
+    int64_t taps, pixels, offset_groups, per_group, per_offset_group;
+    int64_t rows, rows_pad;  // a group's rows (per_group * taps), then its ones row and zeros up to rows_pad
+    int64_t ld;              // column values per pixel (groups * rows_pad)
 };
+
+// The prepared weight of the cuBLASLt route: prep[oc][r] = weight[oc][r] for r < rows, bias[oc] at r == rows (it
+// meets the columns' ones row, so the GEMM adds the bias; 0 without bias), 0 up to rows_pad. The first pass's
+// sampling launch writes it besides its columns (one launch less: H200, 4x128x100x76 fp16, a kernel of its own took
+// 2.1 us plus the gap between launches). total = 0: nothing to write; at most kMaxWeightCopy elements (32-bit
+// indices keep the sampling kernels at their register count).
+constexpr int64_t kMaxWeightCopy = 0x7fffffff;
+template <typename T>
+struct WeightCopy {
+    T const* weight;
+    T const* bias;
+    T* prep;
+    uint32_t total, rows, rows_pad;
+};
+
+template <typename T>
+__device__ __forceinline__ void copyWeight(WeightCopy<T> const& w) {
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < w.total; i += gridDim.x * blockDim.x) {
+        uint32_t const oc = i / w.rows_pad, r = i - oc * w.rows_pad;
+        w.prep[i] = r < w.rows                          ? w.weight[static_cast<uint64_t>(oc) * w.rows + r]
+                    : r == w.rows && w.bias != nullptr ? w.bias[oc]
+                                                       : fromF32<T>(0.f);
+    }
+}
 
 // Bilinear corner weights (mask folded in) and channels-last element offsets (-1: outside, not read) of tap k at
 // output pixel pix of offset-group plane `plane` (= image * offset_groups + group).
@@ -249,7 +354,8 @@ __device__ __forceinline__ void interpolate(T const* __restrict__ src, Corners c
 template <typename T, int VEC, int KT, typename Idx>
 __global__ void __launch_bounds__(kThreads, kSampleBlocks)
     sampleKernel(T const* __restrict__ input, T const* __restrict__ offset, T const* __restrict__ mask,
-                 T* __restrict__ columns, SampleParams const p, Idx const items) {
+                 T* __restrict__ columns, SampleParams const p, Idx const items, WeightCopy<T> const copy) {
+    copyWeight(copy);
     Idx const runs = static_cast<Idx>(p.channels / VEC);
     Idx const pixels = static_cast<Idx>(p.pixels);
     Idx const out_w = static_cast<Idx>(p.out_w);
@@ -290,9 +396,9 @@ __global__ void __launch_bounds__(kThreads, kSampleBlocks)
                 for (int e = 0; e < VEC; ++e) dst[e * taps + k] = fromF32<T>(tap[e]);
             }
         }
-        if (cg + VEC == p.per_group) {  // the group's last run also zeroes the padding rows
+        if (cg + VEC == p.per_group) {  // the group's last run also writes the ones row and the zeros after it
             T* pad = columns + static_cast<int64_t>(global_pix) * p.ld + gc * p.rows_pad;
-            for (int64_t r = p.per_group * p.taps; r < p.rows_pad; ++r) pad[r] = fromF32<T>(0.f);
+            for (int64_t r = p.rows; r < p.rows_pad; ++r) pad[r] = fromF32<T>(r == p.rows);
         }
     }
 }
@@ -303,7 +409,8 @@ __global__ void __launch_bounds__(kThreads, kSampleBlocks)
 template <typename T, int VEC, typename Idx>
 __global__ void __launch_bounds__(kThreads)
     sampleStagedKernel(T const* __restrict__ input, T const* __restrict__ offset, T const* __restrict__ mask,
-                       T* __restrict__ columns, SampleParams const p, Idx const items) {
+                       T* __restrict__ columns, SampleParams const p, Idx const items, WeightCopy<T> const copy) {
+    copyWeight(copy);
     constexpr int KT = 9;
     constexpr int kPer = 16 / sizeof(T);
     extern __shared__ __align__(16) unsigned char sample_smem[];
@@ -337,8 +444,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
                 for (int e = 0; e < VEC; ++e) row[(cg + e) * KT + k] = fromF32<T>(tap[e]);
             }
-            if (cg + VEC == p.per_group) {  // the group's last run also zeroes the padding rows
-                for (int64_t r = p.per_group * KT; r < p.rows_pad; ++r) row[r] = fromF32<T>(0.f);
+            if (cg + VEC == p.per_group) {  // the group's last run also writes the ones row and the zeros after it
+                for (int64_t r = p.rows; r < p.rows_pad; ++r) row[r] = fromF32<T>(r == p.rows);
             }
         }
         __syncthreads();
@@ -352,7 +459,7 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename T, int VEC, int KT>
 cudaError_t launchSample(T const* input, T const* offset, T const* mask, T* columns, SampleParams const& p,
-                         int64_t items, int sms, cudaStream_t stream) {
+                         int64_t items, WeightCopy<T> const& copy, int sms, cudaStream_t stream) {
     int64_t const blocks = std::min<int64_t>((items + kThreads - 1) / kThreads, int64_t{sms} * 16);
     if constexpr (KT == 9 && VEC > 1) {
         int64_t const runs = p.channels / VEC;
@@ -363,17 +470,17 @@ cudaError_t launchSample(T const* input, T const* offset, T const* mask, T* colu
             if (items <= 0x7fffffff - kThreads * staged_blocks) {
                 sampleStagedKernel<T, VEC, int32_t><<<static_cast<unsigned>(staged_blocks), kThreads,
                                                       static_cast<size_t>(smem), stream>>>(
-                    input, offset, mask, columns, p, static_cast<int32_t>(items));
+                    input, offset, mask, columns, p, static_cast<int32_t>(items), copy);
                 return cudaGetLastError();
             }
         }
     }
     if (items <= 0x7fffffff - kThreads * blocks) {  // 32-bit index arithmetic (cheaper divisions) when it fits
         sampleKernel<T, VEC, KT, int32_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-            input, offset, mask, columns, p, static_cast<int32_t>(items));
+            input, offset, mask, columns, p, static_cast<int32_t>(items), copy);
     } else {
         sampleKernel<T, VEC, KT, int64_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-            input, offset, mask, columns, p, items);
+            input, offset, mask, columns, p, items, copy);
     }
     return cudaGetLastError();
 }
@@ -679,83 +786,157 @@ cudaError_t launchGemm(T const* weight, T const* columns, T const* bias, T* out,
                : launchGemmAs<T, SmallTiling, kVecA>(weight, columns, bias, out, p, groups, dev, stream);
 }
 
+// ---------------------------------------------------------------------------------------- cuBLASLt operands
+// out[img][oc][p] = bias[oc] (or 0): the whole op when there are no input channels.
+template <typename T>
+__global__ void fillBiasKernel(T const* __restrict__ bias, T* __restrict__ out, int64_t total, int64_t out_channels,
+                               int64_t pixels) {
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        out[i] = bias != nullptr ? bias[i / pixels % out_channels] : fromF32<T>(0.f);
+    }
+}
+
+// The alignment (bytes, power of 2, <= 256) shared by base + j * step for every j and every step.
+inline int32_t alignmentOver(void const* base, std::initializer_list<int64_t> steps) {
+    int32_t align = cublaslt::alignmentOf(base);
+    for (int64_t step : steps) {
+        align = std::min(align, cublaslt::alignmentOf(reinterpret_cast<void const*>(static_cast<uintptr_t>(step))));
+    }
+    return align;
+}
+
+// How one call runs its GEMM (cuBLASLt's, or our own kernel) and slices its images into passes.
+struct Route {
+    int64_t slice = 0;  // images per pass: as many as fit, spread evenly over the passes
+    int64_t passes = 0;
+    std::shared_ptr<cublaslt::Plan const> plans[2];  // cuBLASLt: [a full pass, the last pass]; null: our own GEMM
+};
+
+// The route of a call: cuBLASLt where it is loaded and has algorithms for every GEMM of the call (per conv group g
+// and pass: D = out + g * Mg * P, pixels x Mg, ld P; A = group g's columns, rows_pad x pixels; B = group g's
+// prepared weight, rows_pad x Mg; one batch per image), else our own GEMM. False: neither can run (no cuBLASLt and
+// a device below sm_80).
+template <typename T>
+bool chooseRoute(Route& r, OpSizes const& s, Device const& dev, int64_t room, T const* columns, T const* prep,
+                 T const* out) {
+    int64_t const image = s.imageColumnsBytes();
+    int64_t const fit = image > 0 ? std::min(s.n, room / image) : s.n;
+    r.passes = (s.n + fit - 1) / fit;
+    r.slice = (s.n + r.passes - 1) / r.passes;
+    if (cublaslt::available() && s.out_channels * s.rowsPad() <= kMaxWeightCopy) {
+        cudaDataType_t const type = std::is_same_v<T, float>    ? CUDA_R_32F
+                                    : std::is_same_v<T, __half> ? CUDA_R_16F
+                                                                : CUDA_R_16BF;
+        int64_t const e = sizeof(T), pixels = s.pixels(), mg = s.out_channels / s.groups, rp = s.rowsPad();
+        int32_t const align_a = alignmentOver(columns, {rp * e, pixels * s.ld() * e});
+        int32_t const align_b = alignmentOver(prep, {mg * rp * e});
+        int32_t const align_d = alignmentOver(out, {mg * pixels * e, s.out_channels * pixels * e});
+        int64_t const last = s.n - (r.passes - 1) * r.slice;
+        for (int i = 0; i < 2; ++i) {
+            cublaslt::Shape const shape{type,   pixels, mg, rp, s.ld(), rp, pixels, i == 0 ? r.slice : last,
+                                        pixels * s.ld(), 0, s.out_channels * pixels, align_a, align_b, align_d};
+            cudaError_t status = cudaSuccess;
+            r.plans[i] = cublaslt::plan(shape, status);
+        }
+        if (r.plans[0] != nullptr && r.plans[1] != nullptr) return true;
+        r.plans[0] = r.plans[1] = nullptr;
+    }
+    return dev.major >= 8;  // our own GEMM needs sm_80+
+}
+
+// The sampling of one pass (items: images * pixels * runs of channels).
+template <typename T>
+cudaError_t sampleColumns(T const* x, T const* offset, T const* mask, T* columns, SampleParams const& sp, bool vec,
+                          int64_t images, WeightCopy<T> const& copy, int sms, cudaStream_t stream) {
+    constexpr int kVec = 16 / sizeof(T);
+    int64_t const items = images * sp.pixels * (vec ? sp.channels / kVec : sp.channels);
+    if (sp.taps == 9) {
+        return vec ? launchSample<T, kVec, 9>(x, offset, mask, columns, sp, items, copy, sms, stream)
+                   : launchSample<T, 1, 9>(x, offset, mask, columns, sp, items, copy, sms, stream);
+    }
+    return vec ? launchSample<T, kVec, 0>(x, offset, mask, columns, sp, items, copy, sms, stream)
+               : launchSample<T, 1, 0>(x, offset, mask, columns, sp, items, copy, sms, stream);
+}
+
 // ------------------------------------------------------------------------------------------------ the whole op
 template <typename T>
 int32_t deformConv2d(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, void* workspace,
                      int64_t workspace_bytes, cudaStream_t stream) {
     int64_t const pixels = s.pixels();
     if (s.n == 0 || s.out_channels == 0 || pixels == 0) return static_cast<int32_t>(cudaSuccess);
-    int64_t const fixed = s.nhwcBytes();
-    int64_t const image = s.imageColumnsBytes();
+    int64_t const fixed = s.fixedBytes();
     bool const any_input = s.channels > 0;  // without input channels, input and weight hold no element
     if ((any_input && (t.input == nullptr || t.weight == nullptr)) || t.offset == nullptr || t.output == nullptr ||
         workspace == nullptr || reinterpret_cast<uintptr_t>(workspace) % kWorkspaceAlign != 0 ||
-        workspace_bytes < fixed + image) {
+        workspace_bytes < fixed + s.imageColumnsBytes()) {
         return static_cast<int32_t>(cudaErrorInvalidValue);
     }
-    // Images per pass: as many as fit, spread evenly over the passes (no nearly empty last pass).
-    int64_t const fit = image > 0 ? std::min(s.n, (workspace_bytes - fixed) / image) : s.n;
-    int64_t const passes = (s.n + fit - 1) / fit;
-    int64_t const slice = (s.n + passes - 1) / passes;
     if ((s.height * s.width + kTransposeTile - 1) / kTransposeTile > kMaxGridX ||
         (s.channels + kTransposeTile - 1) / kTransposeTile > kMaxGridYZ) {
         return static_cast<int32_t>(cudaErrorInvalidValue);
     }
-    auto* base = static_cast<unsigned char*>(workspace);
-    T const* in = static_cast<T const*>(t.input);
-    T const* off = static_cast<T const*>(t.offset);
-    T const* msk = static_cast<T const*>(t.mask);
-    T const* weight = static_cast<T const*>(t.weight);
     T const* bias = static_cast<T const*>(t.bias);
     T* out = static_cast<T*>(t.output);
-    T* columns = reinterpret_cast<T*>(base + fixed);
-    T const* nhwc = in;
-    if (!s.channels_last && s.channels > 0) {
-        T* dst = reinterpret_cast<T*>(base);
-        dim3 const grid(static_cast<unsigned>((s.height * s.width + kTransposeTile - 1) / kTransposeTile),
-                        static_cast<unsigned>((s.channels + kTransposeTile - 1) / kTransposeTile),
-                        static_cast<unsigned>(std::min(s.n, kMaxGridYZ)));
-        nchwToNhwcKernel<T><<<grid, dim3(kTransposeTile, 8), 0, stream>>>(in, dst, s.n, s.channels,
-                                                                           s.height * s.width);
-        cudaError_t const status = cudaGetLastError();
-        if (status != cudaSuccess) return static_cast<int32_t>(status);
-        nhwc = dst;
+    if (!any_input) {  // the output is the bias
+        int64_t const total = s.n * s.out_channels * pixels;
+        fillBiasKernel<T><<<static_cast<unsigned>(std::min<int64_t>((total + kThreads - 1) / kThreads, 4096)),
+                            kThreads, 0, stream>>>(bias, out, total, s.out_channels, pixels);
+        return static_cast<int32_t>(cudaGetLastError());
     }
     Device dev{};
     cudaError_t const device_status = currentDevice(dev);
     if (device_status != cudaSuccess) return static_cast<int32_t>(device_status);
-    if (dev.major < 8) return static_cast<int32_t>(cudaErrorNotSupported);  // the tensor-core GEMM needs sm_80+
-    int64_t const taps = s.taps();
+    auto* base = static_cast<unsigned char*>(workspace);
+    T* prep = reinterpret_cast<T*>(base + s.nhwcBytes());
+    void* lt_workspace = base + s.nhwcBytes() + s.preparedBytes();
+    T* columns = reinterpret_cast<T*>(base + fixed);
+    Route route{};
+    if (!chooseRoute<T>(route, s, dev, workspace_bytes - fixed, columns, prep, out)) {
+        return static_cast<int32_t>(cudaErrorNotSupported);  // no cuBLASLt, and our own GEMM needs sm_80+
+    }
+    T const* in = static_cast<T const*>(t.input);
+    T const* off = static_cast<T const*>(t.offset);
+    T const* msk = static_cast<T const*>(t.mask);
+    T const* weight = static_cast<T const*>(t.weight);
+    T const* nhwc = in;
+    if (!s.channels_last) {
+        T* dst = reinterpret_cast<T*>(base);
+        cudaError_t const status = launchTranspose<T>(in, dst, s.n, s.channels, s.height * s.width, stream);
+        if (status != cudaSuccess) return static_cast<int32_t>(status);
+        nhwc = dst;
+    }
+    int64_t const taps = s.taps(), rp = s.rowsPad(), mg = s.out_channels / s.groups;
+    bool const lt = route.plans[0] != nullptr;
     SampleParams const sp{s.channels, s.height, s.width, s.kernel_w, s.out_w, s.stride_h, s.stride_w, s.pad_h,
                           s.pad_w, s.dil_h, s.dil_w, taps, pixels, s.offset_groups, s.channels / s.groups,
-                          s.channels / s.offset_groups, s.rowsPad(), s.ld()};
+                          s.channels / s.offset_groups, s.rows(), rp, s.ld()};
     constexpr int kVec = 16 / sizeof(T);
     // Runs of kVec channels when the channel counts and the pointer allow. (A thread per channel for small problems,
     // for more threads in flight, was slower on the H200: 1x64x40x40 sampling 14.2 vs 9.3 us fp32, 13.2 vs 11.6 fp16.)
     bool const vec = sp.per_group % kVec == 0 && sp.per_offset_group % kVec == 0 && aligned16(nhwc);
     bool const vec_a = (s.rows() * static_cast<int64_t>(sizeof(T))) % 16 == 0 && aligned16(weight);
-    for (int64_t n0 = 0; n0 < s.n; n0 += slice) {
-        int64_t const m = std::min(slice, s.n - n0);
+    for (int64_t n0 = 0; n0 < s.n; n0 += route.slice) {
+        int64_t const m = std::min(route.slice, s.n - n0);
         T const* x = nhwc + n0 * s.height * s.width * s.channels;
         T const* o = off + n0 * 2 * s.offset_groups * taps * pixels;
         T const* mk = msk != nullptr ? msk + n0 * s.offset_groups * taps * pixels : nullptr;
-        if (s.channels > 0) {
-            int64_t const items = m * pixels * (vec ? s.channels / kVec : s.channels);
-            cudaError_t status;
-            if (taps == 9) {
-                status = vec ? launchSample<T, kVec, 9>(x, o, mk, columns, sp, items, dev.sms, stream)
-                             : launchSample<T, 1, 9>(x, o, mk, columns, sp, items, dev.sms, stream);
-            } else {
-                status = vec ? launchSample<T, kVec, 0>(x, o, mk, columns, sp, items, dev.sms, stream)
-                             : launchSample<T, 1, 0>(x, o, mk, columns, sp, items, dev.sms, stream);
-            }
-            if (status != cudaSuccess) return static_cast<int32_t>(status);
-        }
-        GemmParams const gp{s.out_channels / s.groups, s.rows(), s.rowsPad(), s.ld(), m * pixels, pixels,
-                            s.out_channels};
+        WeightCopy<T> const copy{weight, bias, prep, static_cast<uint32_t>(lt && n0 == 0 ? s.out_channels * rp : 0),
+                                 static_cast<uint32_t>(s.rows()), static_cast<uint32_t>(rp)};
+        cudaError_t status = sampleColumns<T>(x, o, mk, columns, sp, vec, m, copy, dev.sms, stream);
+        if (status != cudaSuccess) return static_cast<int32_t>(status);
         T* y = out + n0 * s.out_channels * pixels;
-        cudaError_t const status = vec_a ? launchGemm<T, true>(weight, columns, bias, y, gp, s.groups, dev, stream)
-                                         : launchGemm<T, false>(weight, columns, bias, y, gp, s.groups, dev, stream);
+        if (lt) {
+            cublaslt::Plan const& plan = *route.plans[m == route.slice ? 0 : 1];
+            for (int64_t g = 0; g < s.groups && status == cudaSuccess; ++g) {
+                status = cublaslt::run(plan, columns + g * rp, prep + g * mg * rp, y + g * mg * pixels, lt_workspace,
+                                       stream);
+            }
+        } else {
+            GemmParams const gp{mg, s.rows(), rp, s.ld(), m * pixels, pixels, s.out_channels};
+            status = vec_a ? launchGemm<T, true>(weight, columns, bias, y, gp, s.groups, dev, stream)
+                           : launchGemm<T, false>(weight, columns, bias, y, gp, s.groups, dev, stream);
+        }
         if (status != cudaSuccess) return static_cast<int32_t>(status);
     }
     return static_cast<int32_t>(cudaSuccess);
@@ -783,7 +964,7 @@ TORCHTRT_EXT_API int64_t torchtrt_ext_deform_conv2d_workspace_size(TorchtrtExtDe
     using namespace torchtrt_ext::deform_conv2d_detail;
     OpSizes s{};
     if (!makeSizes(s, desc)) return -1;
-    return s.nhwcBytes() + columnsBytes(s);
+    return s.fixedBytes() + columnsBytes(s);
 }
 
 }  // extern "C"

@@ -12,12 +12,13 @@
 // All tensors of one data type: float, __half or __nv_bfloat16.
 //
 // Two steps per slice of images: the sampling kernel writes the deformable columns (pixel-major, each conv group's
-// rows in the weight's own order (channel, tap)), then a tensor-core GEMM multiplies the weight by them, adds the
-// bias in its epilogue and writes NCHW. Sums are FP32 for every data type: fp16/bf16 on tensor cores with FP32
-// accumulators; float32 as error-compensated TF32 ("3xTF32": each operand split into a TF32 part and a TF32
-// remainder in registers, three tensor-core products, partial sums folded into FP32 registers every 32 reduction
-// steps), which keeps FP32-level accuracy. The compute type is chosen inside the kernels, per call: no global state.
-// No library beyond the CUDA runtime is loaded, so there is nothing to fall back from. No TensorRT, no torch headers.
+// rows in the weight's own order (channel, tap), then a row of ones), then a GEMM multiplies the weight by them and
+// writes NCHW. The GEMM is cuBLASLt's where the library loads (kernels/cublaslt.h: dlopen at run time, one handle
+// per device, one plan per shape): the weight is copied per call with the bias in the place that meets the ones row,
+// so the GEMM adds it. Where cuBLASLt cannot be loaded or has no algorithm, our own tensor-core GEMM runs (sm_80+)
+// and adds the bias in its epilogue. Sums are FP32 for every data type: fp16/bf16 on tensor cores with FP32
+// accumulators; float32 as true FP32 on cuBLASLt, as error-compensated TF32 ("3xTF32") in our own GEMM. The compute
+// type is set per call: no global state. No TensorRT, no torch headers.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -64,15 +65,16 @@ typedef struct TorchtrtExtDeformConv2dTensors {
 // torchtrt_ext_deform_conv2d_workspace_size(desc) (a smaller one that still holds one image's columns works too, in
 // more passes), 256-byte aligned (cudaMalloc's alignment); nothing in it survives the call.
 // Returns a cudaError_t as int32_t: 0 once every launch was accepted (an empty output launches nothing);
-// cudaErrorInvalidValue (1) for a bad descriptor, a null pointer or a workspace too small for one image; otherwise
-// the error of the failed launch. Never exits or aborts.
+// cudaErrorInvalidValue (1) for a bad descriptor, a null pointer or a workspace too small for one image;
+// cudaErrorNotSupported when neither cuBLASLt nor our own GEMM (sm_80+) can run on the device; otherwise the error
+// of the failed launch or cuBLASLt call. Never exits or aborts.
 TORCHTRT_EXT_API int32_t torchtrt_ext_deform_conv2d(TorchtrtExtDeformConv2dDesc const* desc,
                                                     TorchtrtExtDeformConv2dTensors const* tensors, void* workspace,
                                                     int64_t workspace_bytes, cudaStream_t stream);
 
-// Bytes of workspace the launcher wants for `desc`: the channels-last input (NCHW input only) and the columns of
-// min(n, images fitting in 256 MiB, at least 1) images. Never decreases when n, channels, height, width or
-// out_channels grow (so a size from a profile's largest shapes serves every smaller one). Returns -1 for a
+// Bytes of workspace the launcher wants for `desc`: the channels-last input (NCHW input only), the prepared weight,
+// cuBLASLt's 4 MiB and the columns of min(n, images fitting in 256 MiB, at least 1) images. Never decreases when n,
+// channels, height, width or out_channels grow (so a size from a profile's largest shapes serves every smaller one). Returns -1 for a
 // descriptor the launcher would reject or a byte count that overflows. Host only.
 TORCHTRT_EXT_API int64_t torchtrt_ext_deform_conv2d_workspace_size(TorchtrtExtDeformConv2dDesc const* desc);
 

@@ -85,32 +85,44 @@ def _align(v: int) -> int:
     return (v + 255) // 256 * 256
 
 
+LT_WORKSPACE = 4 << 20  # the GEMM library's share (cublaslt::kWorkspaceBytes)
+
+
 def _rows_pad(c: int, groups: int, taps: int) -> int:
-    return groups * ((c // groups * taps + 7) // 8 * 8)
+    """A conv group's column rows: its channels x taps, the ones row that meets the bias, zeros up to 8 elements."""
+    return (c // groups * taps + 1 + 7) // 8 * 8
 
 
-def test_workspace_size_is_channels_last_input_and_columns() -> None:
-    n, c, h, w, k = 2, 16, 12, 10, 9
+def test_workspace_size_is_input_prepared_weight_gemm_workspace_and_columns() -> None:
+    n, c, h, w, c_out, k = 2, 16, 12, 10, 32, 9
+    rows_pad = 152  # 144 rows + the ones row, padded to 8
+    assert _rows_pad(c, 1, k) == rows_pad
     nhwc = _align(n * c * h * w * 4)
-    columns = n * _align(h * w * c * k * 4)  # 3x3, pad 1, stride 1: out = in; 144 rows need no padding
-    assert _workspace_size(_sizes()) == nhwc + columns
-    assert _workspace_size(_sizes(elem=2)) == _align(n * c * h * w * 2) + n * _align(h * w * c * k * 2)
-    assert _workspace_size(_sizes(layout=1)) == columns  # a channels-last input is read as it is
+    weight32 = _align(c_out * rows_pad * 4)  # the weight with the bias in the ones row's place
+    columns32 = n * _align(h * w * rows_pad * 4)
+    assert _workspace_size(_sizes()) == nhwc + weight32 + LT_WORKSPACE + columns32
+    half = _align(n * c * h * w * 2) + _align(c_out * rows_pad * 2) + LT_WORKSPACE + n * _align(h * w * rows_pad * 2)
+    assert _workspace_size(_sizes(elem=2)) == half
+    assert _workspace_size(_sizes(layout=1)) == weight32 + LT_WORKSPACE + columns32  # channels-last is read as it is
 
 
 def test_workspace_size_pads_each_groups_rows_to_8_elements() -> None:
-    # 6 channels, 2 groups, 5x1 kernel, padding 2 on both axes (11x11 outputs): 15 rows per group, stored as 16
-    got = _workspace_size(_sizes(n=1, c=6, h=11, w=7, c_out=10, kh=5, kw=1, pad=2, groups=2, layout=1))
-    assert got == _align(11 * 11 * _rows_pad(6, 2, 5) * 4) and _rows_pad(6, 2, 5) == 32
+    # 6 channels, 2 groups, 5x1 kernel, padding 2 on both axes (11x11 outputs): 15 rows + the ones row per group = 16
+    got = _workspace_size(_sizes(n=1, c=6, h=11, w=7, c_out=10, kh=5, kw=1, pad=2, groups=2, layout=1, elem=2))
+    assert _rows_pad(6, 2, 5) == 16
+    assert got == _align(10 * 16 * 2) + LT_WORKSPACE + _align(11 * 11 * 2 * 16 * 2)
+    # 7 rows per group + the ones row: still 8
+    assert _rows_pad(7, 1, 1) == 8 and _rows_pad(8, 1, 1) == 16
 
 
 def test_workspace_size_caps_columns_at_256_mib_but_holds_one_image() -> None:
-    big = _sizes(n=64, c=256, h=64, w=64, c_out=256)  # one image: 4096 * 2304 * 4 B = 36 MiB; all 64 > 256 MiB
-    fixed = _align(64 * 256 * 64 * 64 * 4)
+    big = _sizes(n=64, c=256, h=64, w=64, c_out=256, elem=2)  # one image: 4096 * 2312 * 2 B = 18 MiB; 64 > 256 MiB
+    fixed = _align(64 * 256 * 64 * 64 * 2) + _align(256 * 2312 * 2) + LT_WORKSPACE
     assert _workspace_size(big) == fixed + (256 << 20)
     huge = _sizes(n=2, c=2048, h=128, w=128, c_out=8)  # one image's columns alone exceed the budget
-    image = _align(128 * 128 * 2048 * 9 * 4)
-    assert _workspace_size(huge) == _align(2 * 2048 * 128 * 128 * 4) + image
+    rows_pad = _rows_pad(2048, 1, 9)
+    image = _align(128 * 128 * rows_pad * 4)
+    assert _workspace_size(huge) == _align(2 * 2048 * 128 * 128 * 4) + _align(8 * rows_pad * 4) + LT_WORKSPACE + image
 
 
 @pytest.mark.parametrize("index", [0, 1, 2, 3, 4])  # n, c, h, w, c_out: the dims a TensorRT profile varies
@@ -151,7 +163,7 @@ def test_launcher_rejects_bad_arguments_before_touching_the_gpu(elem: int) -> No
     assert _call(_sizes(h=1, pad=0, elem=elem), fake, needed) == CUDA_ERROR_INVALID_VALUE  # empty output
     assert _call(_sizes(elem=elem, dtype=5), fake, needed) == CUDA_ERROR_INVALID_VALUE  # unknown dtype
     assert _call(good, fake[:6] + [0x1001], needed) == CUDA_ERROR_INVALID_VALUE  # unaligned workspace
-    image = _align(12 * 10 * 16 * 9 * elem)  # the columns of one image
+    image = _align(12 * 10 * _rows_pad(16, 1, 9) * elem)  # the columns of one image
     fixed = needed - 2 * image  # channels-last input
     assert _call(good, fake, fixed + image - 1) == CUDA_ERROR_INVALID_VALUE  # not even one image fits
     assert _call(_sizes(n=0, elem=elem), [None] * 7, 0) == 0  # empty batch: nothing to do, nothing touched
@@ -241,7 +253,8 @@ def test_a_workspace_of_one_image_gives_the_same_result_in_several_passes(dtype:
     small = one + nhwc_extra  # the weight, all 5 images channels-last, the columns of 1 image
     assert small < full
     whole, sliced = _run(t, dtype), _run(t, dtype, workspace_bytes=small)
-    assert torch.equal(whole, sliced), "slicing the batch over GEMM passes changed the result"
+    # one GEMM batch of 5 images or 5 passes of 1: the GEMM library may pick another algorithm for another batch
+    assert rel_err(sliced.cpu(), whole.cpu()) < TOLERANCES[dtype] / 10, "slicing the batch over passes changed it"
     assert rel_err(sliced.cpu(), _reference_f64(t, dtype)) < TOLERANCES[dtype]
 
 

@@ -1,5 +1,8 @@
 """ctypes binding of the DeformConv2d launcher (sampling + tensor-core GEMM + bias), used by every path that runs it.
 
+The GEMM is cuBLASLt's where ``libcublasLt`` loads (torch's CUDA wheels bring it), else our own kernel; the first
+launch logs which (:func:`gemm_library`), a warning when it fell back.
+
 ``torchtrt_ext_deform_conv2d`` in libtorchtrt_ext_kernels.so is what the C++ TensorRT plugin calls in ``enqueue``;
 the Python TensorRT plugin calls it through :func:`launch` on TensorRT's buffers, and the eager op on CUDA tensors
 through :func:`deform_conv2d_full`, with a workspace of :func:`workspace_size` bytes from torch's allocator. So the
@@ -10,13 +13,16 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import logging
 
 import torch
 
 from torchtrt_ext import _native
 from torchtrt_ext.errors import InvalidInputError, failure
 
+log = logging.getLogger(__name__)
 LAUNCHER = "torchtrt_ext_deform_conv2d"
+GEMM_LIBRARY = "torchtrt_ext_gemm_library"
 WORKSPACE_SIZE = "torchtrt_ext_deform_conv2d_workspace_size"
 DTYPES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}  # TORCHTRT_EXT_DCN_FLOAT32 / _FLOAT16 / _BFLOAT16
 NCHW, CHANNELS_LAST = 0, 1  # TORCHTRT_EXT_DCN_NCHW / _CHANNELS_LAST
@@ -48,6 +54,21 @@ def _functions() -> tuple[ctypes._CFuncPtr, ctypes._CFuncPtr]:  # type: ignore[n
     size.argtypes = [ctypes.POINTER(Desc)]
     size.restype = ctypes.c_int64
     return launcher, size
+
+
+def gemm_library() -> str:
+    """Which GEMM the launcher runs: "cuBLASLt <version> (<file>)", or our own kernel and why cuBLASLt is not used."""
+    function = getattr(_native.kernels_library(), GEMM_LIBRARY)
+    function.argtypes = []
+    function.restype = ctypes.c_char_p
+    return function().decode()
+
+
+@functools.lru_cache(maxsize=None)
+def _log_gemm_library() -> None:
+    """Say once per process which GEMM DeformConv2d runs; a warning when it fell back from cuBLASLt."""
+    line = gemm_library()
+    log.log(logging.INFO if line.startswith("cuBLASLt") else logging.WARNING, "DeformConv2d GEMM: %s", line)
 
 
 def describe(input_shape: tuple, weight_shape: tuple, stride: tuple, padding: tuple, dilation: tuple, groups: int,
@@ -103,6 +124,7 @@ def launch_desc(desc: Desc, tensors: Tensors, workspace: int, workspace_bytes: i
     Raises:
         KernelError: the launcher returned a CUDA error (`what` names the caller in the message).
     """
+    _log_gemm_library()
     status = _functions()[0](ctypes.byref(desc), ctypes.byref(tensors), workspace, workspace_bytes, stream)
     if status != 0:
         _native.check_kernel_status(

@@ -17,8 +17,8 @@ W_out]``. Optional inputs come last (``_spec`` requires it); when a mask is give
 function passes a zero bias, so a node never has a hole in its inputs.
 
 Eager math: torchvision's op when torchvision imports, else the PyTorch implementation here (gather-based,
-FP32). On CUDA tensors the launcher of csrc/kernels/deform_conv2d.cu runs the whole op (sampling, tensor-core GEMM,
-bias), the same code the TensorRT plugins run. The decomposition into standard ONNX ops is gather-based with explicit corner masks.
+FP32). On CUDA tensors the launcher of csrc/kernels/deform_conv2d.cu runs the whole op (sampling, the GEMM (cuBLASLt's, else
+our own tensor-core kernel), bias), the same code the TensorRT plugins run. The decomposition into standard ONNX ops is gather-based with explicit corner masks.
 """
 from __future__ import annotations
 

@@ -1,9 +1,12 @@
 #include "plugins/deform_conv2d/deform_conv2d_plugin.h"
 
+#include "kernels/cublaslt.h"
 #include "kernels/deform_conv2d.h"
 #include "plugins/common/logging.h"
 
+#include <cstring>
 #include <memory>
+#include <mutex>
 
 using nvinfer1::DataType;
 using nvinfer1::Dims;
@@ -327,6 +330,13 @@ int32_t DeformConv2dPlugin::onShapeChange(
         require(in != nullptr && out != nullptr, "null tensor descriptions");
         checkIO(in, nbInputs, out[0], nbOutputs);
         mNbInputs = nbInputs;
+        static std::once_flag logged; // the GEMM library is chosen once per process, where the engine runs
+        std::call_once(logged, [] {
+            char const* line = torchtrt_ext_gemm_library();
+            log(std::strncmp(line, "cuBLASLt", 8) == 0 ? nvinfer1::ILogger::Severity::kINFO
+                                                       : nvinfer1::ILogger::Severity::kWARNING,
+                std::string("DeformConv2d GEMM: ") + line);
+        });
         return 0;
     }
     catch (...)
