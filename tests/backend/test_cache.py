@@ -37,7 +37,7 @@ def test_second_identical_call_is_a_cache_hit(rtx: str, l2norm_onnx: onnx.ModelP
                                               monkeypatch: pytest.MonkeyPatch,
                                               caplog: pytest.LogCaptureFixture) -> None:
     first = cached_build_engine(l2norm_onnx, backend=rtx, plugins="decompose", progress=False)
-    assert len(_engines(isolated_cache)) == 1
+    assert len(_engines(isolated_cache)) == 1 and first.metadata.plugin_mode == "decompose"
     _forbid_building(monkeypatch)
     with caplog.at_level(logging.INFO, logger="torchtrt_ext"):
         second = cached_build_engine(l2norm_onnx, backend=rtx, plugins="decompose", progress=False)
@@ -99,6 +99,7 @@ def test_sibling_engine_of_another_machine_is_mentioned(rtx: str, conv_onnx: onn
     model_key = path.name.split("-")[0]
     other = Engine.load(path).with_metadata(gpu_name="NVIDIA H200", compute_capability="9.0")
     other.save(isolated_cache / f"{model_key}-0000000000000000.engine")
+    (isolated_cache / f"{model_key}-0000.engine").write_bytes(b"unreadable")  # listed first, skipped
     path.unlink()
     with caplog.at_level(logging.INFO, logger="torchtrt_ext"):
         cached_build_engine(conv_onnx, backend=rtx, progress=False)
@@ -117,6 +118,11 @@ def test_cache_switches(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None
     assert resolve_cache_dir(False) is None
     monkeypatch.setenv("TORCHTRT_EXT_CACHE", "0")
     assert resolve_cache_dir(True) is None
+    for off in ("off", "FALSE", " No "):  # any case, surrounding spaces ignored
+        monkeypatch.setenv("TORCHTRT_EXT_CACHE", off)
+        assert default_cache_dir() is None, off
+    monkeypatch.setenv("TORCHTRT_EXT_CACHE", "1")
+    assert default_cache_dir() == tmp_path / "mine"
 
 
 def test_disabled_cache_always_builds(rtx: str, conv_onnx: onnx.ModelProto, isolated_cache: Path,
@@ -129,8 +135,10 @@ def test_disabled_cache_always_builds(rtx: str, conv_onnx: onnx.ModelProto, isol
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(builder_module, "engine_from_network", counting)
+    tree = {"type": "tensor", "index": 0}
     for _ in range(2):
-        cached_build_engine(conv_onnx, backend=rtx, progress=False, cache=False)
+        engine = cached_build_engine(conv_onnx, backend=rtx, progress=False, cache=False, output_tree=tree)
+        assert engine.metadata.output_tree == tree  # what the caller asked for reaches the build
     assert len(calls) == 2 and not isolated_cache.exists()
 
 
