@@ -54,7 +54,7 @@ work=build/mutation/$name
 rm -rf "$work"
 mkdir -p "$work"
 # a private copy: mutmut reads its configuration from the working folder and writes mutants/ there
-tar --exclude __pycache__ -cf - torchtrt_ext tests pyproject.toml | tar -xf - -C "$work"
+tar --exclude __pycache__ -cf - torchtrt_ext tests pyproject.toml setup.py | tar -xf - -C "$work"  # setup.py: the trt_headers marker asks it for the headers
 {
     echo "[mutmut]"
     echo "source_paths = torchtrt_ext"
