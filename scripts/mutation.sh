@@ -54,11 +54,13 @@ work=build/mutation/$name
 rm -rf "$work"
 mkdir -p "$work"
 # a private copy: mutmut reads its configuration from the working folder and writes mutants/ there
-tar --exclude __pycache__ -cf - torchtrt_ext tests pyproject.toml setup.py | tar -xf - -C "$work"  # setup.py: the trt_headers marker asks it for the headers
+tar --exclude __pycache__ -cf - torchtrt_ext tests pyproject.toml setup.py | tar -xf - -C "$work"
 {
     echo "[mutmut]"
     echo "source_paths = torchtrt_ext"
     echo "only_mutate = $glob"
+    echo "also_copy ="
+    echo "    setup.py"  # the trt_headers marker asks setup.py where the TensorRT headers are
     echo "pytest_add_cli_args_test_selection ="
     for t in $tests; do echo "    $t"; done
     echo "pytest_add_cli_args ="
