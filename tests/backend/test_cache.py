@@ -15,7 +15,9 @@ import pytest
 from torchtrt_ext import cache as engine_cache
 from torchtrt_ext.backend import Engine
 from torchtrt_ext.backend import builder as builder_module
+from torchtrt_ext import _native
 from torchtrt_ext.cache import cached_build_engine, default_cache_dir, resolve_cache_dir
+from torchtrt_ext.errors import LibraryNotFoundError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,7 +37,7 @@ def test_second_identical_call_is_a_cache_hit(rtx: str, l2norm_onnx: onnx.ModelP
                                               monkeypatch: pytest.MonkeyPatch,
                                               caplog: pytest.LogCaptureFixture) -> None:
     first = cached_build_engine(l2norm_onnx, backend=rtx, plugins="decompose", progress=False)
-    assert len(_engines(isolated_cache)) == 1
+    assert len(_engines(isolated_cache)) == 1 and first.metadata.plugin_mode == "decompose"
     _forbid_building(monkeypatch)
     with caplog.at_level(logging.INFO, logger="torchtrt_ext"):
         second = cached_build_engine(l2norm_onnx, backend=rtx, plugins="decompose", progress=False)
@@ -77,11 +79,15 @@ def test_engine_for_another_machine_is_reported_plainly_and_rebuilt(rtx: str, co
     (path,) = _engines(isolated_cache)
     engine = Engine.load(path)
     # the same key's file, but its content claims another GPU and TensorRT version (e.g. copied from another box)
-    engine.with_metadata(trt_version="0.9.0", gpu_name="NVIDIA H200", compute_capability="9.0").save(path)
+    engine.with_metadata(trt_version="0.9.0", gpu_name="NVIDIA H200", compute_capability="9.0",
+                         plugin_library_sha256="ab" * 32).save(path)
     with caplog.at_level(logging.WARNING, logger="torchtrt_ext"):
         rebuilt = cached_build_engine(conv_onnx, backend=rtx, progress=False)
-    assert "was built for tensorrt_rtx 0.9.0 on NVIDIA H200 (compute capability 9.0)" in caplog.text
-    assert "but this machine has tensorrt_rtx" in caplog.text and "rebuilding" in caplog.text
+    assert ("was built for tensorrt_rtx 0.9.0 on NVIDIA H200 (compute capability 9.0), plugin library abababababab, "
+            "but this machine has tensorrt_rtx") in caplog.text and "rebuilding" in caplog.text
+    gpu_name, cc = builder_module.current_gpu()
+    here = "no GPU" if cc is None else f"{gpu_name} (compute capability {cc})"
+    assert f"this machine has tensorrt_rtx {rebuilt.metadata.trt_version} on {here}; rebuilding" in caplog.text
     assert rebuilt.metadata.trt_version != "0.9.0"
     assert Engine.load(path).metadata.trt_version == rebuilt.metadata.trt_version
 
@@ -93,6 +99,7 @@ def test_sibling_engine_of_another_machine_is_mentioned(rtx: str, conv_onnx: onn
     model_key = path.name.split("-")[0]
     other = Engine.load(path).with_metadata(gpu_name="NVIDIA H200", compute_capability="9.0")
     other.save(isolated_cache / f"{model_key}-0000000000000000.engine")
+    (isolated_cache / f"{model_key}-0000.engine").write_bytes(b"unreadable")  # listed first, skipped
     path.unlink()
     with caplog.at_level(logging.INFO, logger="torchtrt_ext"):
         cached_build_engine(conv_onnx, backend=rtx, progress=False)
@@ -111,6 +118,11 @@ def test_cache_switches(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None
     assert resolve_cache_dir(False) is None
     monkeypatch.setenv("TORCHTRT_EXT_CACHE", "0")
     assert resolve_cache_dir(True) is None
+    for off in ("off", "FALSE", " No "):  # any case, surrounding spaces ignored
+        monkeypatch.setenv("TORCHTRT_EXT_CACHE", off)
+        assert default_cache_dir() is None, off
+    monkeypatch.setenv("TORCHTRT_EXT_CACHE", "1")
+    assert default_cache_dir() == tmp_path / "mine"
 
 
 def test_disabled_cache_always_builds(rtx: str, conv_onnx: onnx.ModelProto, isolated_cache: Path,
@@ -123,8 +135,10 @@ def test_disabled_cache_always_builds(rtx: str, conv_onnx: onnx.ModelProto, isol
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(builder_module, "engine_from_network", counting)
+    tree = {"type": "tensor", "index": 0}
     for _ in range(2):
-        cached_build_engine(conv_onnx, backend=rtx, progress=False, cache=False)
+        engine = cached_build_engine(conv_onnx, backend=rtx, progress=False, cache=False, output_tree=tree)
+        assert engine.metadata.output_tree == tree  # what the caller asked for reaches the build
     assert len(calls) == 2 and not isolated_cache.exists()
 
 
@@ -260,3 +274,20 @@ def test_the_torchtrt_ext_version_is_part_of_the_model_key(conv_onnx: onnx.Model
     before = engine_cache.cache_keys(conv_onnx, {}, machine)
     monkeypatch.setattr(torchtrt_ext, "__version__", "9.9.9")
     assert engine_cache.cache_keys(conv_onnx, {}, machine)[0] != before[0]
+
+
+@pytest.mark.trt_headers
+def test_an_engine_with_our_plugin_library_is_a_cache_hit(rtx: str, l2norm_onnx: onnx.ModelProto,
+                                                           isolated_cache: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plugin library's hash is part of the machine key and of the engine's metadata: the engine built with the
+    C++ plugins is reused by the next identical call, not rebuilt (the real RTX builder, our real library)."""
+    try:
+        _native.plugin_library_path()
+    except LibraryNotFoundError as exc:
+        pytest.fail(f"TensorRT headers are here, so the plugin library should have been built: {exc}")
+    first = cached_build_engine(l2norm_onnx, backend=rtx, plugins="cpp", progress=False)
+    assert first.metadata.plugin_library_sha256
+    _forbid_building(monkeypatch)
+    again = cached_build_engine(l2norm_onnx, backend=rtx, plugins="cpp", progress=False)
+    assert again.plan == first.plan and len(_engines(isolated_cache)) == 1

@@ -9,8 +9,10 @@ import onnx
 import pytest
 
 from tests.backend.conftest import raw_custom_graph
+from tests.plugins import real_trtp
 from torchtrt_ext import _native
 from torchtrt_ext.backend import plugins as plugin_modes
+from torchtrt_ext.backend import python_plugins as python_plugin_module
 from torchtrt_ext.backend.adapter import TRTApi, load_backend
 from torchtrt_ext.backend.plugin_plan import OpPlan
 from torchtrt_ext.errors import BuildError, LibraryNotFoundError, MissingDependencyError
@@ -87,10 +89,23 @@ def test_no_custom_nodes_means_no_plugins(conv_onnx: onnx.ModelProto) -> None:
     assert plugin_modes.resolve_plugin_mode("auto", FAKE_TRT, conv_onnx).mode == "none"
 
 
-def test_python_plugins_module_is_the_one_compile_uses() -> None:
-    """The entry point name the Python-plugin issue exposes is the one this module calls."""
-    entry = plugin_modes.python_plugins_entry()
-    assert entry.__name__ == "register_python_plugins"
+def test_auto_without_the_cpp_library_registers_in_the_real_tensorrt_plugin(no_cpp_library: None,
+                                                                          custom: onnx.ModelProto,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real ``tensorrt.plugin`` package (tests/plugins/real_trtp.py): 'auto' without the C++ library registers
+    our Python plugin for L2Norm there, and the plan routes L2Norm to it."""
+    trt, trtp = real_trtp.install(monkeypatch)
+    python_plugin_module._dtype_maps.cache_clear()
+    plugin_modes._register_python_once.cache_clear()
+    try:
+        assert not trtp._lib.QDP_CREATORS  # nothing registered by an earlier test
+        plan = plugin_modes.resolve_plugin_mode("auto", FAKE_TRT, custom)
+        assert plan.mode == "python" and [(op.plugin.name, op.route) for op in plan.ops] == [("L2Norm", "python")]
+        assert "torchtrt_ext::L2Norm" in trtp._lib.QDP_CREATORS
+    finally:
+        real_trtp.deregister(trt, trtp)
+        python_plugin_module._dtype_maps.cache_clear()
+        plugin_modes._register_python_once.cache_clear()
 
 
 def test_a_library_tensorrt_cannot_load_raises_and_is_not_cached(rtx: str, tmp_path: Path) -> None:
@@ -134,6 +149,7 @@ first, second = (cpp, python) if sys.argv[1] == "cpp-first" else (python, cpp)
 plugins.load_plugins(api, first)
 print("REGISTERED", plugins.registered_plugin_mode(api, [SPEC.plugin_ref]))
 from tests.backend.conftest import raw_custom_graph
+from tests.plugins import real_trtp
 print("AUTO", plugins.resolve_plugin_mode("auto", api, raw_custom_graph()).mode)
 try:
     plugins.load_plugins(api, second)

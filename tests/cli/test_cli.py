@@ -42,7 +42,12 @@ def test_export_inspect_build_validate_bench(tmp_path: Path) -> None:
 
     done = _run("inspect", str(onnx_path), "--backend", "tensorrt_rtx", "--json")
     assert done.returncode == 0, done.stderr
-    json.loads(done.stdout)
+    found = json.loads(done.stdout)
+    assert (found["kind"], found["backend"], found["nodes"]) == ("onnx", "tensorrt_rtx", 2)
+    assert found["native_ops"] == {"Conv": 1}  # the head's Conv runs in TensorRT itself; the L2Norm is ours
+    (finding,) = found["findings"]
+    assert (finding["op_type"], finding["domain"]) == ("L2Norm", "torchtrt_ext")
+    assert found["ok"] is not finding["problem"]  # the one custom node decides whether the build can go ahead
 
     done = _run("validate", MODEL, str(onnx_path), "--input-shape", "x:3x3x16x16", "--json")
     assert done.returncode == 0, done.stderr + done.stdout

@@ -48,6 +48,49 @@ def test_zero_vector_gives_zeros() -> None:
     assert torch.equal(l2norm(x), torch.zeros_like(x))
 
 
+def test_the_defaults_are_dim_1_and_eps_1e_6() -> None:
+    x = torch.randn(2, 4, 3)
+    x[0, :, 0] = 1e-8  # a norm below the default eps
+    torch.testing.assert_close(l2norm(x).double(), F.normalize(x.double(), dim=1, eps=1e-6), rtol=1e-6, atol=1e-7)
+
+
+def test_float16_accumulates_in_float32() -> None:
+    """A float16 vector whose sum of squares overflows float16 (65504) is still normalized (the norm is computed in
+    float32, as documented), not divided by inf."""
+    x = torch.full((2, 1000, 3), 300.0, dtype=torch.float16)  # sum of squares 9e7
+    got = l2norm(x)
+    assert got.dtype == torch.float16
+    torch.testing.assert_close(got.float(), torch.full((2, 1000, 3), 1000 ** -0.5), rtol=1e-3, atol=1e-4)
+
+
+def test_every_dim_of_the_allowed_range_works() -> None:
+    x = torch.randn(2, 4, 3, dtype=torch.float32)
+    for dim in range(-3, 3):  # the message's "Allowed: -3 to 2", both ends included
+        torch.testing.assert_close(l2norm(x, dim=dim).double(), F.normalize(x.double(), dim=dim, eps=1e-6))
+
+
+def test_bfloat16_results_are_rounded_once() -> None:
+    """The norm stays in float32 until the division: a bfloat16 result is the exact normalization rounded once to
+    bfloat16 (a norm rounded to bfloat16 first is off in about a quarter of these elements)."""
+    x = torch.randn(64, 16, generator=torch.Generator().manual_seed(0)).bfloat16()
+    assert torch.equal(l2norm(x), F.normalize(x.double(), dim=1).bfloat16())
+
+
+def test_shape_inference_passes_the_input_shape_and_type_through() -> None:
+    from onnx import TensorProto, helper
+
+    from torchtrt_ext.passes.shapes import infer_shapes
+
+    node = torchtrt_ext.ops.get_op("L2Norm").spec.make_node(["x"], ["y"], axis=1)
+    graph = helper.make_graph([node, helper.make_node("Neg", ["y"], ["z"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT16, ["N", 8, 3])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT16, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("torchtrt_ext", 1)])
+    (y,) = [v for v in infer_shapes(model).graph.value_info if v.name == "y"]
+    assert y.type.tensor_type.elem_type == TensorProto.FLOAT16
+    assert [d.dim_param or d.dim_value for d in y.type.tensor_type.shape.dim] == ["N", 8, 3]
+
+
 def test_gradient_matches_normalize() -> None:
     x = torch.randn(3, 6, 5, requires_grad=True)
     weights = torch.randn(3, 6, 5)
@@ -133,7 +176,7 @@ def test_module_checks_attributes_at_construction() -> None:
 
 @pytest.mark.parametrize("x,match", [
     (torch.ones(2, 3, dtype=torch.int64), r"input 'x' has dtype torch.int64; allowed"),
-    (torch.randn(5), r"rank >= 2, got shape \[5\]"),
+    (torch.randn(5), r"rank >= 2, got shape \[5\]. Remedy: add a batch dimension"),
     ([1.0, 2.0], r"input 'x' must be a torch.Tensor, got list"),
 ])
 def test_bad_inputs(x: object, match: str) -> None:

@@ -10,6 +10,7 @@ from onnx import helper
 import torchtrt_ext.ops  # noqa: F401  (defines L2Norm)
 from tests.helpers import run_onnx
 from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError
+from torchtrt_ext.ops import Attr, OpSpec, define_op
 from torchtrt_ext.ops._spec import get_op
 from torchtrt_ext.passes import decompose_custom_ops
 from torchtrt_ext.passes.onnx_util import default_opset
@@ -114,3 +115,35 @@ def test_a_custom_node_inside_an_if_body_is_decomposed() -> None:
 def test_op_types_limits_what_is_decomposed() -> None:
     model = _model([("", 17), ("torchtrt_ext", 1)])
     assert decompose_custom_ops(model, op_types=["SomethingElse"]).graph.node == model.graph.node
+
+
+def _shift_eager(x: "torch.Tensor", mode: str, offsets: tuple[int, ...]) -> "torch.Tensor":
+    return x + sum(offsets) if mode == "add" else x - sum(offsets)
+
+
+def _shift_decompose(d, inputs: list[str], outputs: list[str], mode: str, offsets: tuple[int, ...]) -> None:
+    assert isinstance(mode, str) and isinstance(offsets, tuple)  # the kinds the OpSpec declares, as in eager
+    d.op("Add" if mode == "add" else "Sub", inputs[0], d.op("CastLike", d.const(float(sum(offsets))), inputs[0]),
+         out=outputs[0])
+
+
+SHIFT_BY = define_op(OpSpec(
+    name="TestShiftBy", inputs=("x",), outputs=("y",),
+    attrs=(Attr("mode", "str", default="add", check=lambda v: v in ("add", "sub"), allowed="'add' or 'sub'"),
+           Attr("offsets", "ints", default=(1,))),
+    eager=_shift_eager, shape_rule=lambda shapes, dtypes, **_: [(shapes[0], dtypes[0])],
+    decompose=_shift_decompose, doc="x + or - sum(offsets)"))
+
+
+def test_string_and_list_attributes_reach_the_decomposition() -> None:
+    """ONNX stores a string attribute as bytes and a list as a repeated field; the decomposition gets them back as
+    the str and the tuple of ints the op declares (an op of this test: the library's own ops have neither)."""
+    import torch
+
+    node = SHIFT_BY.spec.make_node(["x"], ["y"], name="shift", mode="sub", offsets=[2, 3])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", T.FLOAT, [2, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("torchtrt_ext", 1)])
+    x = torch.randn(2, 3)
+    (got,) = run_onnx(decompose_custom_ops(model), {"x": x})
+    torch.testing.assert_close(torch.from_numpy(got), x - 5)

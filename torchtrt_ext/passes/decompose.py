@@ -15,8 +15,7 @@ def _decomposed(node: onnx.NodeProto, index: int, opset: int) -> list[onnx.NodeP
     spec = get_op(node.op_type).spec
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute
              if a.name not in ("plugin_version", "plugin_namespace")}
-    attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
-    attrs = spec.validate_attrs({k: tuple(v) if isinstance(v, list) else v for k, v in attrs.items()})
+    attrs = spec.validate_attrs({k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()})
     builder = Decomposer(opset=opset, prefix=node.name or f"{node.op_type}_{index}")
     spec.decompose(builder, list(node.input), list(node.output), **attrs)
     return builder.nodes

@@ -132,7 +132,6 @@ class _GraphView:
     """Read-only helpers over a gs.Graph: constants, producers, consumers, graph outputs."""
 
     def __init__(self, graph: gs.Graph) -> None:
-        self.graph = graph
         self.outputs = {id(t) for t in graph.outputs}
         self.order = {id(n): i for i, n in enumerate(graph.nodes)}
 
@@ -354,7 +353,7 @@ def _walk(view: _GraphView, reduction: gs.Node) -> _Match | None:
     if node.op == "Div" and node.inputs[1] is tensor and node.inputs[0] is not tensor:
         one = view.scalar(node.inputs[0])
         if one != 1.0:  # x / norm
-            return _finish(view, match, node, numerator=node.inputs[0])
+            return _finish(match, node, numerator=node.inputs[0])
     elif node.op != "Reciprocal":
         return None
     match.nodes.append(node)  # 1 / norm, then x * it
@@ -364,7 +363,7 @@ def _walk(view: _GraphView, reduction: gs.Node) -> _Match | None:
     if node is None or node.op != "Mul" or len(node.inputs) != 2:
         return None
     numerator = node.inputs[1] if node.inputs[0] is tensor else node.inputs[0]
-    return _finish(view, match, node, numerator)
+    return _finish(match, node, numerator)
 
 
 def _through_expand(view: _GraphView, node: gs.Node | None, tensor: gs.Tensor, match: _Match,
@@ -378,7 +377,7 @@ def _through_expand(view: _GraphView, node: gs.Node | None, tensor: gs.Tensor, m
     return view.sole_use(tensor, match, accept), tensor
 
 
-def _finish(view: _GraphView, match: _Match, final: gs.Node, numerator: gs.Tensor) -> _Match:
+def _finish(match: _Match, final: gs.Node, numerator: gs.Tensor) -> _Match:
     match.nodes.append(final)
     match.final = final
     x = match.x
