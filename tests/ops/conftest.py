@@ -1,4 +1,4 @@
-"""Every op test sees the op's checks run: the per-signature cache of checked calls (CustomOp._checked, which skips
+"""Every op test sees the op's checks run: the per-signature cache of checked calls (CustomOp._calls, which skips
 the checks of a call shaped like an earlier one) starts empty, whatever ran before in the process."""
 from __future__ import annotations
 
@@ -12,5 +12,5 @@ from torchtrt_ext.ops._spec import registered_ops
 @pytest.fixture(autouse=True)
 def fresh_call_checks() -> Iterator[None]:
     for op in registered_ops().values():
-        op._checked.clear()
+        op._calls.clear()
     yield
