@@ -178,10 +178,16 @@ def enqueue(trt: Any, plugin: Any, inputs: list[tuple[tuple[int, ...], Any, int]
 
 
 def deregister(trt: Any, trtp: Any) -> None:
-    """Take the package's creators out of TensorRT-RTX's process-wide registry again, so later tests of the session
-    (C++ plugins under the same names) find the registry as they would in a process of their own."""
+    """Take the package's creators out of TensorRT-RTX's process-wide registry and its own registrations out of the
+    package (``QDP_REGISTRY``, the ``tensorrt.plugin.op.<namespace>`` attributes), so later tests of the session (C++
+    plugins under the same names, or a registration of their own) find both as they would in a process of their
+    own."""
     registry = trt.get_plugin_registry()
     for creator in trtp._lib.QDP_CREATORS.values():
         if isinstance(creator, trt.IPluginCreatorV3Quick):
             registry.deregister_creator(creator)
     trtp._lib.QDP_CREATORS.clear()
+    for plugin_id in list(trtp._lib.QDP_REGISTRY):
+        namespace, name = plugin_id.split("::")
+        vars(trtp._lib.op.define_or_get(namespace)).pop(name, None)
+    trtp._lib.QDP_REGISTRY.clear()
