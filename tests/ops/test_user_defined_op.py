@@ -109,11 +109,10 @@ def test_an_inconsistent_definition_is_refused_with_the_rule(changes: dict, matc
 def test_a_plugin_named_unlike_the_op_is_refused() -> None:
     from torchtrt_ext.ops import PluginRef
 
-    for plugin in (PluginRef("Other"), PluginRef("", version="2"), PluginRef("", provider="someone")):
-        spec = axpy_prod_spec()
-        plugin = PluginRef(plugin.name or spec.name, plugin.version, plugin.namespace, plugin.provider)
+    name = f"TestAxpyProd{next(_SERIAL)}"
+    for plugin in (PluginRef("Other"), PluginRef(name, version="2"), PluginRef(name, provider="someone")):
         with pytest.raises(torchtrt_ext.errors.OpDefinitionError, match="must be named and versioned like the op"):
-            axpy_prod_spec(name=spec.name, plugin=plugin)
+            axpy_prod_spec(name=name, plugin=plugin)
 
 
 def _count_positive(x: torch.Tensor, scale: torch.Tensor | None, *, offset: float) -> tuple:
