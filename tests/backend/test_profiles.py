@@ -3,6 +3,7 @@ default profiles derived from example shapes or from the graph. Pure Python: no 
 from __future__ import annotations
 
 import logging
+import re
 
 import pytest
 
@@ -49,6 +50,25 @@ def test_another_rank_is_outside_even_when_the_common_dims_fit(shape: tuple[int,
 def test_bad_ranges_are_refused_with_the_reason(lo: object, opt: object, hi: object, message: str) -> None:
     with pytest.raises(InvalidInputError, match=message):
         ShapeRange(lo, opt, hi)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bound", ["min", "opt", "max"])
+@pytest.mark.parametrize("bad", [7, ("a", 3)])
+def test_a_malformed_bound_is_named_in_the_error(bound: str, bad: object) -> None:
+    shapes = {"min": (1, 3), "opt": (2, 3), "max": (4, 3), bound: bad}
+    with pytest.raises(InvalidInputError, match=rf"^{bound} is {re.escape(repr(bad))}\. Expected: a sequence of ints"):
+        ShapeRange(**shapes)  # type: ignore[arg-type]
+
+
+def test_any_sequence_of_ints_gives_the_same_range() -> None:
+    """Lists, numpy ints and torch.Size are read as tuples of ints: equal ranges, usable as dict keys."""
+    import numpy as np
+    import torch
+
+    spellings = [ShapeRange([1, 3], [2, 3], [4, 3]), ShapeRange(np.array([1, 3]), (np.int64(2), 3), torch.Size([4, 3]))]
+    for r in spellings:
+        assert r == ShapeRange((1, 3), (2, 3), (4, 3)) and {r: 1}[ShapeRange((1, 3), (2, 3), (4, 3))] == 1
+        assert all(type(d) is int for d in (*r.min, *r.opt, *r.max))
 
 
 def test_static_range_holds_exactly_one_shape() -> None:

@@ -29,7 +29,7 @@ GraphShape = Sequence[Union[int, None]]  # None (or a negative int) marks a dyna
 def _shape(value: Any, what: str) -> Shape:
     try:
         shape = tuple(int(d) for d in value)
-    except TypeError:
+    except (TypeError, ValueError):  # not a sequence (7), or not of numbers (("a", 3))
         raise InvalidInputError(failure(f"{what} is {value!r}", "a sequence of ints", "write it like (1, 3, 224, 224)"))
     if any(d < 0 for d in shape):
         raise InvalidInputError(failure(f"{what} {shape} has a negative dimension", "dimensions >= 0",
