@@ -139,6 +139,16 @@ def test_low_precision(dtype: torch.dtype, tol: float) -> None:
     assert rel_err(got, ref) < tol * 5  # inputs rounded to dtype too
 
 
+@pytest.mark.parametrize("name", ["mixed", "groups2", "stride2"])
+def test_meta_tensors_get_the_eager_output_shape(name: str) -> None:
+    """Shape propagation without data (meta tensors, as torch.export and torch.compile trace) gives the shape and
+    dtype the math gives: batch from the input, channels from the weight, a non-square kernel's own sizes."""
+    case = _case(**{"n": 3, "c_in": 4, "c_out": 6, "h": 7, "w": 9, **CASES[name]})
+    ref = _run(case)
+    meta = _run({k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in case.items()})
+    assert (meta.device.type, meta.shape, meta.dtype) == ("meta", ref.shape, ref.dtype)
+
+
 def test_gradient_flows_to_every_input() -> None:
     case = _case(n=1, c_in=2, c_out=2, h=4, w=4)
     leaves = {k: case[k].requires_grad_(True) for k in ("x", "offset", "weight", "bias", "mask")}
@@ -303,7 +313,7 @@ def _bad_case(change: str) -> dict:
     ("mask_batch", r"'mask' has batch 3; expected the batch of 'input' \(2\)"),
     ("weight_groups", r"'weight' has 4 output channels; expected a multiple of groups=3"),
     ("weight_channels", r"'weight' has shape \[4, 3, 3, 3\] \(3 input channels per group\)"),
-    ("bias_shape", r"'bias' has shape \[5\]; expected \[C_out\] = \[4\]"),
+    ("bias_shape", r"'bias' has shape \[5\]; expected \[C_out\] = \[4\]\. Remedy: one bias per output channel"),
     ("dtype", r"'offset' has dtype torch.float16; expected the dtype of 'input'"),
     ("rank", r"'input' has shape \[4, 5, 6\]; expected a rank-4 tensor"),
     ("offset_groups_divide", r"'offset' implies offset_groups=3; expected a divisor of the input's 4 channels"),

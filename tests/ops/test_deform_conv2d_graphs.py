@@ -41,9 +41,9 @@ def _feeds(case: dict, dtype: torch.dtype = torch.float32) -> dict[str, torch.Te
     return {n: case[n].to(dtype) for n in NAMES if case[n] is not None}
 
 
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("name", [*CASES, "bias_no_mask"])
 def test_the_decomposition_of_a_node_computes_the_op(name: str) -> None:
-    case = _case(**CASES[name])
+    case = _case(**CASES.get(name, {"mask": "none"}))
     empty_bias = case["bias"] is None and case["mask"] is not None
     decomposed = decompose_custom_ops(_graph(case, empty_bias=empty_bias))
     assert {n.domain for n in decomposed.graph.node} == {""}
