@@ -126,8 +126,8 @@ def _count_shapes(shapes: list, dtypes: list, offset: float) -> list:
 
 def _count_decompose(d: Decomposer, inputs: list[str], outputs: list[str], offset: float) -> None:
     x = inputs[0] if len(inputs) < 2 or not inputs[1] else d.op("Mul", inputs[0], inputs[1])
-    y = d.op("Add", x, d.op("CastLike", d.const(offset), x), out=outputs[0])
-    positive = d.op("Cast", d.op("Greater", y, d.op("CastLike", d.const(0.0), y)), to=onnx.TensorProto.INT64)
+    y = d.op("Add", x, d.const(offset), out=outputs[0])  # float32 only: no CastLike, so opsets before 15 work
+    positive = d.op("Cast", d.op("Greater", y, d.const(0.0)), to=onnx.TensorProto.INT64)
     d.reduce("ReduceSum", positive, [-1], keepdims=False, out=outputs[1])
 
 
@@ -137,7 +137,7 @@ def count_positive() -> torchtrt_ext.ops.CustomOp:
     return define_op(OpSpec(name=f"TestCountPositive{next(_SERIAL)}", inputs=("x", "scale"), outputs=("y", "count"),
                             attrs=(Attr("offset", "float", default=0.0),), eager=_count_positive,
                             shape_rule=_count_shapes, decompose=_count_decompose, optional_inputs=("scale",),
-                            output_dtypes=(None, torch.int64), differentiable=False))
+                            output_dtypes=(None, torch.int64), differentiable=False, dtypes=(torch.float32,)))
 
 
 def test_optional_input_and_fixed_output_dtype_in_eager_and_meta_calls(
@@ -182,3 +182,78 @@ def test_optional_input_and_fixed_output_dtype_through_export(count_positive: to
     got_y, got_count = run_onnx(decomposed, feeds)
     ref_y, ref_count = _count_positive(x, scale if with_scale else None, offset=-0.5)
     assert rel_err(got_y, ref_y) < 1e-6 and (got_count == ref_count.numpy()).all()
+
+
+@pytest.mark.parametrize("opset", [12, 13, 17, 18])  # ReduceSum's axes: an attribute before 13, an input from 13
+def test_a_hand_built_node_decomposes_at_every_opset(count_positive: torchtrt_ext.ops.CustomOp, opset: int) -> None:
+    spec = count_positive.spec
+    node = spec.make_node(["x"], ["y", "count"], name="counter", offset=-0.25)  # scale absent
+    graph = onnx.helper.make_graph(
+        [node], "g", [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3, 4])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3, 4]),
+         onnx.helper.make_tensor_value_info("count", onnx.TensorProto.INT64, [2, 3])])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset),
+                                                         onnx.helper.make_opsetid("torchtrt_ext", 1)])
+    x = torch.randn(2, 3, 4)
+    got_y, got_count = run_onnx(torchtrt_ext.passes.decompose_custom_ops(model), {"x": x})
+    ref_y, ref_count = _count_positive(x, None, offset=-0.25)
+    assert rel_err(got_y, ref_y) < 1e-6 and got_count.shape == (2, 3) and (got_count == ref_count.numpy()).all()
+
+
+def test_onnx_checks_nodes_against_the_op_schema(count_positive: torchtrt_ext.ops.CustomOp) -> None:
+    """ONNX's checker accepts a node with only its required inputs and no optional attributes (plugin_version and
+    plugin_namespace included), and refuses one without a required input."""
+    name, helper = count_positive.spec.name, onnx.helper
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])
+
+    def model(inputs: list[str]) -> onnx.ModelProto:
+        nodes = [helper.make_node(name, inputs, ["y0", "count0"], domain="torchtrt_ext"),
+                 helper.make_node("Identity", ["y0"], ["y"]), helper.make_node("Identity", ["count0"], ["count"])]
+        outputs = [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3]),
+                   helper.make_tensor_value_info("count", onnx.TensorProto.INT64, [2])]
+        opsets = [helper.make_opsetid("", 18), helper.make_opsetid("torchtrt_ext", 1)]
+        return helper.make_model(helper.make_graph(nodes, "g", [x], outputs), opset_imports=opsets)
+
+    onnx.checker.check_model(model(["x"]), full_check=True)
+    with pytest.raises(onnx.checker.ValidationError):
+        onnx.checker.check_model(model([]))
+
+
+def _sum_and_double(a: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    return 2 * a if b is None else 2 * a + b
+
+
+@pytest.fixture
+def sum_and_double() -> torchtrt_ext.ops.CustomOp:
+    """A one-output differentiable op with an optional input: 2a (+ b)."""
+    return define_op(OpSpec(name=f"TestSumDouble{next(_SERIAL)}", inputs=("a", "b"), outputs=("y",), attrs=(),
+                            eager=_sum_and_double, shape_rule=lambda shapes, dtypes: [(shapes[0], dtypes[0])],
+                            decompose=lambda d, inputs, outputs: None, optional_inputs=("b",)))
+
+
+def test_one_output_op_returns_a_tensor_and_its_gradient(sum_and_double: torchtrt_ext.ops.CustomOp) -> None:
+    a, b = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+    y = sum_and_double(a)  # the optional input absent
+    assert isinstance(y, torch.Tensor) and torch.equal(y, 2 * a)
+    y.sum().backward()
+    assert torch.equal(a.grad, torch.full((3,), 2.0))
+    a.grad = None
+    sum_and_double(a, b).pow(2).sum().backward()
+    assert torch.allclose(a.grad, 4 * (2 * a + b)) and torch.allclose(b.grad, 2 * (2 * a + b))
+
+
+def test_a_gradient_through_one_output_ignores_inputs_it_does_not_use(axpy_prod: torchtrt_ext.ops.CustomOp) -> None:
+    """prod = a*b uses both inputs, axpy uses both; a sum of prod with b detached leaves b without a gradient."""
+    a, b = torch.randn(4, requires_grad=True), torch.randn(4)
+    _, prod = axpy_prod(a, b)
+    prod.sum().backward()
+    assert torch.equal(a.grad, b) and b.grad is None
+
+
+def test_a_missing_attribute_and_a_buffer_are_described() -> None:
+    from torchtrt_ext.ops import Buffer
+
+    with pytest.raises(KeyError, match="'nope'"):
+        axpy_prod_spec().attr("nope")
+    t = torch.zeros(2, 3, dtype=torch.float16)
+    assert Buffer.of(t) == Buffer(t.data_ptr(), (2, 3), torch.float16)
