@@ -303,21 +303,26 @@ def _bad_case(change: str) -> dict:
     elif change == "empty_output":
         case["padding"] = (0, 0)
         case["x"] = torch.randn(n, c, 2, 2)
+    elif change == "empty_width":
+        case["padding"] = (0, 0)
+        case["x"] = torch.randn(n, c, 5, 2)
     return case
 
 
 @pytest.mark.parametrize("change,match", [
-    ("offset_channels", r"'offset' has 17 channels; expected 2 \* offset_groups \* kh \* kw channels"),
+    ("offset_channels", r"'offset' has 17 channels; expected 2 \* offset_groups \* kh \* kw channels, a positive "
+                        r"multiple of 2\*3\*3 = 18"),
     ("offset_size", r"'offset' has spatial size 6x6; expected the output size 5x6"),
     ("mask_channels", r"'mask' has 18 channels; expected offset_groups \* kh \* kw = 9"),
     ("mask_batch", r"'mask' has batch 3; expected the batch of 'input' \(2\)"),
     ("weight_groups", r"'weight' has 4 output channels; expected a multiple of groups=3"),
     ("weight_channels", r"'weight' has shape \[4, 3, 3, 3\] \(3 input channels per group\)"),
     ("bias_shape", r"'bias' has shape \[5\]; expected \[C_out\] = \[4\]\. Remedy: one bias per output channel"),
-    ("dtype", r"'offset' has dtype torch.float16; expected the dtype of 'input'"),
+    ("dtype", r"'offset' has dtype torch.float16; expected the dtype of 'input' \(torch.float32\)"),
     ("rank", r"'input' has shape \[4, 5, 6\]; expected a rank-4 tensor"),
     ("offset_groups_divide", r"'offset' implies offset_groups=3; expected a divisor of the input's 4 channels"),
     ("empty_output", r"'input' of spatial size 2x2 gives an empty output \(0x0\)"),
+    ("empty_width", r"'input' of spatial size 5x2 gives an empty output \(3x0\)"),
 ])
 def test_bad_shapes(change: str, match: str) -> None:
     with pytest.raises(InvalidInputError, match=match):
