@@ -261,3 +261,52 @@ def test_a_missing_attribute_and_a_buffer_are_described() -> None:
         axpy_prod_spec().attr("nope")
     t = torch.zeros(2, 3, dtype=torch.float16)
     assert Buffer.of(t) == Buffer(t.data_ptr(), (2, 3), torch.float16)
+
+
+def _shifted(x: torch.Tensor, shifts: tuple[int, ...]) -> torch.Tensor:
+    return x + sum(shifts)
+
+
+@pytest.mark.parametrize("exporter", ["legacy", "dynamo"])
+def test_a_one_output_op_with_a_list_attribute_through_both_exporters(exporter: str) -> None:
+    op = define_op(OpSpec(name=f"TestShifted{next(_SERIAL)}", inputs=("x",), outputs=("y",),
+                          attrs=(Attr("shifts", "ints", default=(0, 0)),), eager=_shifted,
+                          shape_rule=lambda shapes, dtypes, shifts: [(shapes[0], dtypes[0])],
+                          decompose=lambda d, inputs, outputs, shifts: d.op(
+                              "Add", inputs[0], d.const(float(sum(shifts))), out=outputs[0])))
+
+    class Model(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return op(x, shifts=(2, 3)) * 2
+
+    x = torch.randn(2, 4)
+    assert torch.equal(op(x, shifts=(2, 3)), x + 5)
+    with pytest.raises(InvalidAttributeError, match=r"shifts must be a list of int, got \(True, 3\)"):
+        op(x, shifts=(True, 3))  # after a cached call with the same values: bools are still refused
+    model = torchtrt_ext.export_onnx(Model().eval(), (x,), exporter=exporter)
+    (node,) = [n for n in model.graph.node if n.domain == "torchtrt_ext"]
+    assert {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}["shifts"] == [2, 3]
+    types = {v.name: v.type.tensor_type for v in [*model.graph.value_info, *model.graph.output]}
+    assert types[node.output[0]].elem_type == onnx.TensorProto.FLOAT and len(types[node.output[0]].shape.dim) == 2
+    (got,) = run_onnx(torchtrt_ext.passes.decompose_custom_ops(model), {model.graph.input[0].name: x})
+    assert rel_err(got, (x + 5) * 2) < 1e-6
+
+
+def test_definitions_that_are_valid_or_collide() -> None:
+    from torchtrt_ext.ops import PluginRef
+
+    # three inputs, the last optional: valid
+    define_op(axpy_prod_spec(inputs=("a", "b", "c"), optional_inputs=("c",),
+                             eager=lambda a, b, c, alpha: _eager(a, b, alpha)))
+    # another torch name, but the ONNX name of an op already defined: refused
+    first = define_op(axpy_prod_spec())
+    with pytest.raises(torchtrt_ext.errors.OpDefinitionError, match="already defined"):
+        define_op(axpy_prod_spec(name=first.spec.name, torch_name=f"other_{first.spec.op_name}"))
+    # a fallback plugin: ours, named and versioned like the op, only for an op bound to TensorRT's plugin
+    name = f"TestAxpyProd{next(_SERIAL)}"
+    theirs = PluginRef(name, namespace="", provider="tensorrt")
+    assert axpy_prod_spec(name=name, plugin=theirs, fallback_plugin=PluginRef(name)).fallback_plugin == PluginRef(name)
+    for plugin, fallback in ((PluginRef(name), PluginRef(name)), (theirs, PluginRef(name, provider="tensorrt")),
+                             (theirs, PluginRef(name, version="2")), (theirs, PluginRef("Other"))):
+        with pytest.raises(torchtrt_ext.errors.OpDefinitionError, match="fallback_plugin .* must be ours"):
+            axpy_prod_spec(name=name, plugin=plugin, fallback_plugin=fallback)
