@@ -14,7 +14,8 @@
 # pytest-gremlins is younger and less used. Presets select fast tests (the exporter-driven fusion tests take minutes).
 # Environment: VENV (default .venv), JOBS (parallel mutants, default 2), SURVIVORS=1 (re-run only the logic mutants the
 # last run of this preset did not kill, with the current tests, keeping every other result: minutes instead of a full
-# run; the module must be unchanged; log and message survivors keep their earlier status).
+# run; the module must be unchanged; log and message survivors keep their earlier status), ONLY='GLOB ...' (with
+# SURVIVORS=1: only the survivors whose names match, e.g. ONLY='*_prepare* *_decompose*').
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=$(cd "${VENV:-.venv}" && pwd)
@@ -67,6 +68,13 @@ if [ "${SURVIVORS:-0}" = 1 ]; then
         cmp -s "$f" "$work/$f" || { echo "mutation.sh: $f changed since the last run (mutants are numbered per source). Remedy: run without SURVIVORS=1" >&2; exit 2; }
     done
     mapfile -t survivors < <(sed -n 's/^\[logic\] [a-z_ ]*: \([^ ]*\)$/\1/p' "$work/report.txt")
+    if [ -n "${ONLY:-}" ]; then  # only the survivors whose names match one of these globs
+        kept=()
+        set -f  # the globs match mutant names, not files
+        for m in "${survivors[@]}"; do for g in $ONLY; do [[ $m == $g ]] && { kept+=("$m"); break; }; done; done
+        set +f
+        survivors=("${kept[@]}")
+    fi
     rm -rf "$work/tests"  # the current tests replace the earlier ones; the mutants and their results stay
     # mutmut forgets every result when the test selection changes: keep the earlier ones to restore after the run
     (cd "$work" && find mutants -name '*.meta' | tar -cf earlier_results.tar -T -)
