@@ -17,9 +17,8 @@
 // channel), consecutive threads on consecutive runs of the same pixel, so the corner reads of a warp are contiguous
 // runs of the channels-last input and the offsets are broadcast reads. Tap-major rows put a thread's VEC channels of
 // one tap side by side: one 16-byte store per tap, and the threads of a pixel store each tap's channels as one
-// contiguous range. (The rows in the weight's own order, c' * K + k, scattered a thread's values 2 bytes at a time;
-// the last kernel of that order staged them in shared memory: H200, 4x128x100x76 fp16, 72 us with 64 registers at
-// 50% occupancy.)
+// contiguous range. (Rows in the weight's own order, c' * K + k, put a thread's channels K elements apart: 2-byte
+// stores, or a round trip through shared memory to gather them.)
 //
 // The prepared weight: prep[oc][k * Cg + c'] = weight[oc][c'][k], bias[oc] in the ones row's place, zeros after it:
 // written per call by the first pass's sampling launch, and read by either GEMM, which so adds the bias.
