@@ -247,8 +247,9 @@ __global__ void __launch_bounds__(256) nchwToNhwcWideKernel(T const* __restrict_
             int const q = i / (kRows / 4), r = (i % (kRows / 4)) * 4;
             int64_t const p = p0 + q, c = c0 + r * kPer;
             if (c < channels && p < pixels) {
-                *reinterpret_cast<uint4*>(d + p * channels + c) =
-                    make_uint4(tile[r][q], tile[r + 1][q], tile[r + 2][q], tile[r + 3][q]);
+                // __stwb: a plain uint4 assignment through the T* compiles to four 4-byte stores
+                __stwb(reinterpret_cast<uint4*>(d + p * channels + c),
+                       make_uint4(tile[r][q], tile[r + 1][q], tile[r + 2][q], tile[r + 3][q]));
             }
         }
         __syncthreads();
@@ -388,10 +389,7 @@ __global__ void __launch_bounds__(kThreads, kSampleBlocks)
         for (int k = 0; k < taps; ++k) {
             float tap[VEC];
             interpolate<T, VEC, Idx>(src, cornersOf<T, Idx>(offset, mask, p, plane, pix, oy, ox, k), tap);
-            Pack<T, VEC> pack;
-#pragma unroll
-            for (int e = 0; e < VEC; ++e) pack.v[e] = fromF32<T>(tap[e]);
-            *reinterpret_cast<Pack<T, VEC>*>(dst + k * p.per_group) = pack;
+            storePack<T, VEC>(dst + k * p.per_group, tap);
         }
         if (cg + VEC == p.per_group) {  // the group's last run also writes the ones row and the zeros after it
             for (int64_t r = p.rows; r < p.rows_pad; ++r) group_rows[r] = fromF32<T>(r == p.rows);
