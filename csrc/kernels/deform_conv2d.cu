@@ -1,10 +1,11 @@
 // DeformConv2d behind torchtrt_ext_deform_conv2d (deform_conv2d.h): transpose (NCHW input only), sampling, GEMM.
 //
-// Columns: per image [pixel][groups * rows_pad], group g's rows at [g * rows_pad, g * rows_pad + rows) in the
-// weight's own order, row = c' * K + k (c' the channel within the conv group, k = i * kernel_w + j the tap), then
-// zeros up to rows_pad (rows rounded up to 8 elements, so that every group's rows start 16-byte aligned):
+// Columns: per image [pixel][groups * rows_pad], group g's rows at [g * rows_pad, g * rows_pad + rows) tap-major,
+// row = k * Cg + c' (k = i * kernel_w + j the tap, c' the channel within the conv group, Cg the group's channels),
+// then the ones row (it meets the bias), then zeros up to rows_pad (rows + 1 rounded up to 8 elements, so that every
+// group's rows start 16-byte aligned):
 //
-//     columns[n * P + p][g * rows_pad + c' * K + k] = mask[n][og * K + k][p] * bilinear(input[n][.][.][g * Cg + c'], y, x)
+//     columns[n * P + p][g * rows_pad + k * Cg + c'] = mask[n][og * K + k][p] * bilinear(input[n][.][.][g * Cg + c'], y, x)
 //     y = oy * stride_h - pad_h + i * dil_h + offset[n][og * 2K + 2k][p]       (og: the channel's offset group)
 //     x = ox * stride_w - pad_w + j * dil_w + offset[n][og * 2K + 2k + 1][p]
 //
@@ -14,10 +15,13 @@
 //
 // Sampling: a thread owns one pixel and one run of VEC channels (16 bytes when the channel counts allow, else one
 // channel), consecutive threads on consecutive runs of the same pixel, so the corner reads of a warp are contiguous
-// runs of the channels-last input and the offsets are broadcast reads. For 3x3 kernels whose runs tile a block into
-// whole pixels (the common case), the threads put their values into shared memory and the block then writes its
-// pixels' column rows, one contiguous range, in 16-byte stores (H200, 8x256x64x64: 147 vs 185 us fp16, 224 vs 346 us
-// fp32 against each thread storing its own 9 taps from registers); other shapes write from registers.
+// runs of the channels-last input and the offsets are broadcast reads. Tap-major rows put a thread's VEC channels of
+// one tap side by side: one 16-byte store per tap, and the threads of a pixel store each tap's channels as one
+// contiguous range. (Rows in the weight's own order, c' * K + k, put a thread's channels K elements apart: 2-byte
+// stores, or a round trip through shared memory to gather them.)
+//
+// The prepared weight: prep[oc][k * Cg + c'] = weight[oc][c'][k], bias[oc] in the ones row's place, zeros after it:
+// written per call by the first pass's sampling launch, and read by either GEMM, which so adds the bias.
 //
 // cuBLASLt: per conv group, one strided-batched TN GEMM (a batch per image) with the prepared weight; float32 in
 // true FP32 (CUBLAS_COMPUTE_32F). 3xTF32 through cuBLASLt (columns and weight split in the sampler, two GEMMs) was
@@ -25,11 +29,11 @@
 // 1.2e-5, growing with the reduction length, even with both parts rounded to nearest: the tensor cores' FP32 sums
 // over the whole reduction; our own kernel folds them every 32 steps.
 //
-// Our own GEMM (no cuBLASLt): out[img][g * Mg + m][p] = bias[g * Mg + m] + sum_r weight[g * Mg + m][r] *
-// columns[img * P + p][g * rows_pad + r] with both operands K-contiguous ("TN"); the ones row meets zeros. Block tile kBM x kBN (output channels x pixels of all images of the slice,
-// so small images still fill the tile), kBK = 32 reduction steps per stage, cp.async multi-stage pipeline in
-// padded shared memory (conflict-free fragment reads), 8 warps. fp16/bf16: mma.sync m16n8k16 with FP32
-// accumulators, fragments by ldmatrix. float32: mma.sync m16n8k8 TF32 three times (a_lo*b_hi + a_hi*b_lo +
+// Our own GEMM (no cuBLASLt): out[img][g * Mg + m][p] = sum_r prep[g * Mg + m][r] * columns[img * P + p][g * rows_pad
+// + r] over the rows_pad rows, both operands K-contiguous ("TN"). Block tile kBM x kBN (output channels x pixels of
+// all images of the slice, so small images still fill the tile), kBK = 32 reduction steps per stage, cp.async
+// multi-stage pipeline in padded shared memory (conflict-free fragment reads), 8 warps. fp16/bf16: mma.sync m16n8k16
+// with FP32 accumulators, fragments by ldmatrix. float32: mma.sync m16n8k8 TF32 three times (a_lo*b_hi + a_hi*b_lo +
 // a_hi*b_hi, splits by cvt.rna.tf32 in registers) into partial sums that are added to FP32 accumulators after every
 // stage (a tensor-core chain's rounding error grows with its length). The grid runs the output-channel tiles of one
 // pixel tile next to each other, so the columns are read from DRAM once and from L2 by the other tiles.
@@ -51,13 +55,16 @@ namespace torchtrt_ext {
 namespace deform_conv2d_detail {
 
 constexpr int kThreads = 256;
-constexpr int kSampleBlocks = 2;  // sampling blocks per SM the register allocator must allow (latency hiding)
+// Sampling blocks per SM the register allocator must allow: 4 (64 registers) is the most that compiles without spills
+// (sm_90, ptxas -v: 5 blocks, 48 registers, spill; unrolling the tap loop spills at 64).
+constexpr int kSampleBlocks = 4;
 constexpr int64_t kMaxGridX = 0x7fffffff;
 constexpr int64_t kMaxGridYZ = 65535;
 constexpr int64_t kColumnsBudgetBytes = int64_t{256} << 20;  // columns of one pass (at least one image)
 constexpr int64_t kWorkspaceAlign = 256;
 constexpr int64_t kRowsAlign = 8;  // elements: 16 bytes of fp16/bf16, 32 of float
 constexpr int kTransposeTile = 32;
+constexpr int64_t kMaxWeightCopy = 0x7fffffff;  // elements of the prepared weight: 32-bit indices in the sampler
 
 inline int64_t alignUp(int64_t bytes) { return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
 inline bool aligned16(void const* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
@@ -121,7 +128,7 @@ struct OpSizes {
     int64_t rowsPad() const { return (rows() + 1 + kRowsAlign - 1) / kRowsAlign * kRowsAlign; }
     int64_t ld() const { return groups * rowsPad(); }  // column values per pixel
     int64_t nhwcBytes() const { return channels_last ? 0 : alignUp(n * channels * height * width * elem); }
-    // The prepared weight (cuBLASLt): [out_channels][rowsPad], the bias in the ones row's place.
+    // The prepared weight: [out_channels][rowsPad], tap-major like the columns, the bias in the ones row's place.
     int64_t preparedBytes() const { return alignUp(out_channels * rowsPad() * elem); }
     int64_t fixedBytes() const { return nhwcBytes() + preparedBytes() + cublaslt::kWorkspaceBytes; }
     int64_t imageColumnsBytes() const { return alignUp(pixels() * ld() * elem); }
@@ -162,7 +169,8 @@ inline bool makeSizes(OpSizes& s, TorchtrtExtDeformConv2dDesc const* d) {
                 d->input_layout == TORCHTRT_EXT_DCN_CHANNELS_LAST};
     return fitsBytes({s.out_h, s.out_w, s.channels + kRowsAlign * s.groups, s.taps()}) &&
            fitsBytes({s.n, s.channels, s.height, s.width}) && fitsBytes({s.out_channels, s.channels, s.taps()}) &&
-           fitsBytes({s.n, s.out_channels, s.out_h, s.out_w}) && s.height * s.width <= 0x7fffffff;
+           fitsBytes({s.n, s.out_channels, s.out_h, s.out_w}) && s.height * s.width <= 0x7fffffff &&
+           s.out_channels * s.rowsPad() <= kMaxWeightCopy;
 }
 
 // Bytes of columns a launch wants: all images, or as many as fit the budget, but at least one. Non-decreasing in the
@@ -239,8 +247,9 @@ __global__ void __launch_bounds__(256) nchwToNhwcWideKernel(T const* __restrict_
             int const q = i / (kRows / 4), r = (i % (kRows / 4)) * 4;
             int64_t const p = p0 + q, c = c0 + r * kPer;
             if (c < channels && p < pixels) {
-                *reinterpret_cast<uint4*>(d + p * channels + c) =
-                    make_uint4(tile[r][q], tile[r + 1][q], tile[r + 2][q], tile[r + 3][q]);
+                // __stwb: a plain uint4 assignment through the T* compiles to four 4-byte stores
+                __stwb(reinterpret_cast<uint4*>(d + p * channels + c),
+                       make_uint4(tile[r][q], tile[r + 1][q], tile[r + 2][q], tile[r + 3][q]));
             }
         }
         __syncthreads();
@@ -274,25 +283,23 @@ struct SampleParams {
     int64_t ld;              // column values per pixel (groups * rows_pad)
 };
 
-// The prepared weight of the cuBLASLt route: prep[oc][r] = weight[oc][r] for r < rows, bias[oc] at r == rows (it
-// meets the columns' ones row, so the GEMM adds the bias; 0 without bias), 0 up to rows_pad. The first pass's
-// sampling launch writes it besides its columns (one launch less: H200, 4x128x100x76 fp16, a kernel of its own took
-// 2.1 us plus the gap between launches). total = 0: nothing to write; at most kMaxWeightCopy elements (32-bit
-// indices keep the sampling kernels at their register count).
-constexpr int64_t kMaxWeightCopy = 0x7fffffff;
+// The prepared weight (see the top of this file), written by the first pass's sampling launch besides its columns
+// (one launch less: H200, 4x128x100x76 fp16, a kernel of its own took 2.1 us plus the gap between launches).
+// total = 0: nothing to write. 32-bit indices (total <= kMaxWeightCopy) keep the sampling kernel's registers down.
 template <typename T>
 struct WeightCopy {
     T const* weight;
     T const* bias;
     T* prep;
-    uint32_t total, rows, rows_pad;
+    uint32_t total, rows, rows_pad, per_group, taps;
 };
 
 template <typename T>
 __device__ __forceinline__ void copyWeight(WeightCopy<T> const& w) {
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < w.total; i += gridDim.x * blockDim.x) {
         uint32_t const oc = i / w.rows_pad, r = i - oc * w.rows_pad;
-        w.prep[i] = r < w.rows                          ? w.weight[static_cast<uint64_t>(oc) * w.rows + r]
+        uint32_t const k = r / w.per_group, c = r - k * w.per_group;  // row r = k * Cg + c of the columns
+        w.prep[i] = r < w.rows                          ? w.weight[static_cast<uint64_t>(oc) * w.rows + c * w.taps + k]
                     : r == w.rows && w.bias != nullptr ? w.bias[oc]
                                                        : fromF32<T>(0.f);
     }
@@ -300,14 +307,15 @@ __device__ __forceinline__ void copyWeight(WeightCopy<T> const& w) {
 
 // Bilinear corner weights (mask folded in) and channels-last element offsets (-1: outside, not read) of tap k at
 // output pixel pix of offset-group plane `plane` (= image * offset_groups + group).
+template <typename Idx>
 struct Corners {
     float w[4];
-    int64_t at[4];
+    Idx at[4];
 };
 
 template <typename T, typename Idx>
-__device__ __forceinline__ Corners cornersOf(T const* __restrict__ offset, T const* __restrict__ mask,
-                                             SampleParams const& p, int64_t plane, Idx pix, Idx oy, Idx ox, int k) {
+__device__ __forceinline__ Corners<Idx> cornersOf(T const* __restrict__ offset, T const* __restrict__ mask,
+                                                  SampleParams const& p, int64_t plane, Idx pix, Idx oy, Idx ox, int k) {
     int const i = k / static_cast<int>(p.kernel_w);
     int const j = k - i * static_cast<int>(p.kernel_w);
     int64_t const off = (plane * 2 * p.taps + 2 * k) * p.pixels + pix;
@@ -318,7 +326,7 @@ __device__ __forceinline__ Corners cornersOf(T const* __restrict__ offset, T con
     float const x = static_cast<float>(static_cast<int64_t>(ox) * p.stride_w - p.pad_w + j * p.dil_w) + dx;
     int const h = static_cast<int>(p.height);
     int const w = static_cast<int>(p.width);
-    Corners c{{0.f, 0.f, 0.f, 0.f}, {-1, -1, -1, -1}};
+    Corners<Idx> c{{0.f, 0.f, 0.f, 0.f}, {-1, -1, -1, -1}};
     if (y > -1.f && y < static_cast<float>(h) && x > -1.f && x < static_cast<float>(w)) {  // false for NaN
         float const y0f = floorf(y);
         float const x0f = floorf(x);
@@ -327,18 +335,19 @@ __device__ __forceinline__ Corners cornersOf(T const* __restrict__ offset, T con
         float const ly = y - y0f, lx = x - x0f;
         float const hy = 1.f - ly, hx = 1.f - lx;
         bool const top = y0 >= 0, bottom = y0 + 1 <= h - 1, left = x0 >= 0, right = x0 + 1 <= w - 1;
-        int64_t const row0 = static_cast<int64_t>(y0) * w, row1 = row0 + w;
-        if (top && left) { c.w[0] = hy * hx * m; c.at[0] = (row0 + x0) * p.channels; }
-        if (top && right) { c.w[1] = hy * lx * m; c.at[1] = (row0 + x0 + 1) * p.channels; }
-        if (bottom && left) { c.w[2] = ly * hx * m; c.at[2] = (row1 + x0) * p.channels; }
-        if (bottom && right) { c.w[3] = ly * lx * m; c.at[3] = (row1 + x0 + 1) * p.channels; }
+        Idx const channels = static_cast<Idx>(p.channels);
+        Idx const row0 = static_cast<Idx>(y0) * w, row1 = row0 + w;
+        if (top && left) { c.w[0] = hy * hx * m; c.at[0] = (row0 + x0) * channels; }
+        if (top && right) { c.w[1] = hy * lx * m; c.at[1] = (row0 + x0 + 1) * channels; }
+        if (bottom && left) { c.w[2] = ly * hx * m; c.at[2] = (row1 + x0) * channels; }
+        if (bottom && right) { c.w[3] = ly * lx * m; c.at[3] = (row1 + x0 + 1) * channels; }
     }
     return c;
 }
 
 // The VEC channels at src of one tap, interpolated (FP32).
-template <typename T, int VEC>
-__device__ __forceinline__ void interpolate(T const* __restrict__ src, Corners const& c, float (&acc)[VEC]) {
+template <typename T, int VEC, typename Idx>
+__device__ __forceinline__ void interpolate(T const* __restrict__ src, Corners<Idx> const& c, float (&acc)[VEC]) {
 #pragma unroll
     for (int e = 0; e < VEC; ++e) acc[e] = 0.f;
 #pragma unroll
@@ -350,8 +359,9 @@ __device__ __forceinline__ void interpolate(T const* __restrict__ src, Corners c
     }
 }
 
-// Item = (image * P + pixel) * runs + run. KT: the tap count when it is a compile-time 9 (3x3), else 0.
-template <typename T, int VEC, int KT, typename Idx>
+// Item = (image * P + pixel) * runs + run: the thread interpolates its run's VEC channels at every tap and stores
+// each tap's as one pack (row k * Cg + cg), then, as the group's last run, the ones row and the zeros after it.
+template <typename T, int VEC, typename Idx>
 __global__ void __launch_bounds__(kThreads, kSampleBlocks)
     sampleKernel(T const* __restrict__ input, T const* __restrict__ offset, T const* __restrict__ mask,
                  T* __restrict__ columns, SampleParams const p, Idx const items, WeightCopy<T> const copy) {
@@ -359,6 +369,7 @@ __global__ void __launch_bounds__(kThreads, kSampleBlocks)
     Idx const runs = static_cast<Idx>(p.channels / VEC);
     Idx const pixels = static_cast<Idx>(p.pixels);
     Idx const out_w = static_cast<Idx>(p.out_w);
+    int const taps = static_cast<int>(p.taps);
     for (Idx item = static_cast<Idx>(blockIdx.x) * kThreads + threadIdx.x; item < items;
          item += static_cast<Idx>(gridDim.x) * kThreads) {
         Idx const global_pix = item / runs;
@@ -372,114 +383,30 @@ __global__ void __launch_bounds__(kThreads, kSampleBlocks)
         int64_t const cg = c - gc * p.per_group;  // first channel of the run within its conv group
         int64_t const plane = static_cast<int64_t>(img) * p.offset_groups + c / p.per_offset_group;
         T const* src = input + static_cast<int64_t>(img) * p.height * p.width * p.channels + c;
-        T* dst = columns + static_cast<int64_t>(global_pix) * p.ld + gc * p.rows_pad + cg * p.taps;
-        constexpr int kPer = 16 / sizeof(T);
-        if constexpr (KT > 0 && (VEC * KT) % kPer == 0) {
-            // The run's VEC * KT values are contiguous (row (cg + e) * KT + k): gathered, rounded, in 16-byte packs.
-            Pack<T, kPer> res[VEC * KT / kPer];
-#pragma unroll
-            for (int k = 0; k < KT; ++k) {
-                float tap[VEC];
-                interpolate<T, VEC>(src, cornersOf<T, Idx>(offset, mask, p, plane, pix, oy, ox, k), tap);
-#pragma unroll
-                for (int e = 0; e < VEC; ++e) res[(e * KT + k) / kPer].v[(e * KT + k) % kPer] = fromF32<T>(tap[e]);
-            }
-#pragma unroll
-            for (int s = 0; s < VEC * KT / kPer; ++s) reinterpret_cast<Pack<T, kPer>*>(dst)[s] = res[s];
-        } else {
-            int const taps = KT > 0 ? KT : static_cast<int>(p.taps);
-#pragma unroll(KT > 0 ? KT : 1)
-            for (int k = 0; k < taps; ++k) {
-                float tap[VEC];
-                interpolate<T, VEC>(src, cornersOf<T, Idx>(offset, mask, p, plane, pix, oy, ox, k), tap);
-#pragma unroll
-                for (int e = 0; e < VEC; ++e) dst[e * taps + k] = fromF32<T>(tap[e]);
-            }
+        T* group_rows = columns + static_cast<int64_t>(global_pix) * p.ld + gc * p.rows_pad;
+        T* dst = group_rows + cg;
+#pragma unroll 1
+        for (int k = 0; k < taps; ++k) {
+            float tap[VEC];
+            interpolate<T, VEC, Idx>(src, cornersOf<T, Idx>(offset, mask, p, plane, pix, oy, ox, k), tap);
+            storePack<T, VEC>(dst + k * p.per_group, tap);
         }
         if (cg + VEC == p.per_group) {  // the group's last run also writes the ones row and the zeros after it
-            T* pad = columns + static_cast<int64_t>(global_pix) * p.ld + gc * p.rows_pad;
-            for (int64_t r = p.rows; r < p.rows_pad; ++r) pad[r] = fromF32<T>(r == p.rows);
+            for (int64_t r = p.rows; r < p.rows_pad; ++r) group_rows[r] = fromF32<T>(r == p.rows);
         }
     }
 }
 
-// The same items, 3x3 only, whole pixels per block (kThreads a multiple of the runs per pixel): each thread's
-// values go to shared memory, then the block writes its pixels' column rows, one contiguous range, in 16-byte
-// stores across all its threads.
-template <typename T, int VEC, typename Idx>
-__global__ void __launch_bounds__(kThreads)
-    sampleStagedKernel(T const* __restrict__ input, T const* __restrict__ offset, T const* __restrict__ mask,
-                       T* __restrict__ columns, SampleParams const p, Idx const items, WeightCopy<T> const copy) {
-    copyWeight(copy);
-    constexpr int KT = 9;
-    constexpr int kPer = 16 / sizeof(T);
-    extern __shared__ __align__(16) unsigned char sample_smem[];
-    T* stage = reinterpret_cast<T*>(sample_smem);
-    Idx const runs = static_cast<Idx>(p.channels / VEC);
-    Idx const pixels = static_cast<Idx>(p.pixels);
-    Idx const out_w = static_cast<Idx>(p.out_w);
-    Idx const block_pix = kThreads / runs;
-    Idx const total_pix = items / runs;
-    Idx const lp = static_cast<Idx>(threadIdx.x) / runs;
-    Idx const run = static_cast<Idx>(threadIdx.x) - lp * runs;
-    int64_t const c = static_cast<int64_t>(run) * VEC;
-    int64_t const gc = c / p.per_group;
-    int64_t const cg = c - gc * p.per_group;
-    for (Idx first = static_cast<Idx>(blockIdx.x) * block_pix; first < total_pix;
-         first += static_cast<Idx>(gridDim.x) * block_pix) {
-        Idx const count = min(block_pix, total_pix - first);
-        if (lp < count) {
-            Idx const global_pix = first + lp;
-            Idx const img = global_pix / pixels;
-            Idx const pix = global_pix - img * pixels;
-            Idx const oy = pix / out_w;
-            Idx const ox = pix - oy * out_w;
-            int64_t const plane = static_cast<int64_t>(img) * p.offset_groups + c / p.per_offset_group;
-            T const* src = input + static_cast<int64_t>(img) * p.height * p.width * p.channels + c;
-            T* row = stage + lp * p.ld + gc * p.rows_pad;
-#pragma unroll 3
-            for (int k = 0; k < KT; ++k) {
-                float tap[VEC];
-                interpolate<T, VEC>(src, cornersOf<T, Idx>(offset, mask, p, plane, pix, oy, ox, k), tap);
-#pragma unroll
-                for (int e = 0; e < VEC; ++e) row[(cg + e) * KT + k] = fromF32<T>(tap[e]);
-            }
-            if (cg + VEC == p.per_group) {  // the group's last run also writes the ones row and the zeros after it
-                for (int64_t r = p.rows; r < p.rows_pad; ++r) row[r] = fromF32<T>(r == p.rows);
-            }
-        }
-        __syncthreads();
-        int64_t const chunks = static_cast<int64_t>(count) * p.ld / kPer;
-        auto* dst = reinterpret_cast<Pack<T, kPer>*>(columns + static_cast<int64_t>(first) * p.ld);
-        auto const* from = reinterpret_cast<Pack<T, kPer> const*>(stage);
-        for (int64_t i = threadIdx.x; i < chunks; i += kThreads) dst[i] = from[i];
-        __syncthreads();  // the stage is refilled by the next pixels
-    }
-}
-
-template <typename T, int VEC, int KT>
+template <typename T, int VEC>
 cudaError_t launchSample(T const* input, T const* offset, T const* mask, T* columns, SampleParams const& p,
                          int64_t items, WeightCopy<T> const& copy, int sms, cudaStream_t stream) {
     int64_t const blocks = std::min<int64_t>((items + kThreads - 1) / kThreads, int64_t{sms} * 16);
-    if constexpr (KT == 9 && VEC > 1) {
-        int64_t const runs = p.channels / VEC;
-        int64_t const smem = kThreads / runs * p.ld * static_cast<int64_t>(sizeof(T));
-        if (kThreads % runs == 0 && smem <= 48 * 1024) {
-            int64_t const staged_blocks = std::min<int64_t>((items / runs + kThreads / runs - 1) / (kThreads / runs),
-                                                            int64_t{sms} * 16);
-            if (items <= 0x7fffffff - kThreads * staged_blocks) {
-                sampleStagedKernel<T, VEC, int32_t><<<static_cast<unsigned>(staged_blocks), kThreads,
-                                                      static_cast<size_t>(smem), stream>>>(
-                    input, offset, mask, columns, p, static_cast<int32_t>(items), copy);
-                return cudaGetLastError();
-            }
-        }
-    }
-    if (items <= 0x7fffffff - kThreads * blocks) {  // 32-bit index arithmetic (cheaper divisions) when it fits
-        sampleKernel<T, VEC, KT, int32_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+    // 32-bit index arithmetic (cheaper divisions, fewer registers) when the items and one image's elements fit
+    if (items <= 0x7fffffff - kThreads * blocks && p.height * p.width * p.channels <= 0x7fffffff) {
+        sampleKernel<T, VEC, int32_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
             input, offset, mask, columns, p, static_cast<int32_t>(items), copy);
     } else {
-        sampleKernel<T, VEC, KT, int64_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+        sampleKernel<T, VEC, int64_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
             input, offset, mask, columns, p, items, copy);
     }
     return cudaGetLastError();
@@ -515,8 +442,7 @@ struct GemmShape {
 
 struct GemmParams {
     int64_t per_group_out;  // Mg
-    int64_t rows;           // reduction length of a group (weight row length)
-    int64_t rows_pad;       // its padded length in the columns
+    int64_t rows_pad;       // reduction length of a group: a row of the prepared weight, a group's rows of columns
     int64_t ld;             // column values per pixel
     int64_t cols;           // images of the slice * P
     int64_t pixels;         // P
@@ -599,21 +525,12 @@ __device__ __forceinline__ void copyTile(T* dst, T const* __restrict__ src, int6
     }
 }
 
-// One stage of A (weight rows m0.., reduction k0..) and B (columns of pixels n0..) into shared memory. A by 16-byte
-// copies when kVecA (rows of the weight 16-byte aligned), else element by element; both zero outside the matrix.
-template <typename T, class C, bool kVecA>
+// One stage of A (prepared weight rows m0.., reduction k0..) and B (columns of pixels n0..) into shared memory, zeros
+// outside the matrices.
+template <typename T, class C>
 __device__ __forceinline__ void loadStage(T* As, T* Bs, T const* __restrict__ a, T const* __restrict__ b,
                                           GemmParams const& p, int64_t m0, int64_t n0, int64_t k0) {
-    using S = GemmShape<T, C>;
-    if constexpr (kVecA) {
-        copyTile<T, C, C::kBM>(As, a, m0, p.per_group_out, p.rows, k0, p.rows);
-    } else {
-        for (int i = threadIdx.x; i < C::kBM * C::kBK; i += C::kThreads) {
-            int const r = i / C::kBK, kk = i % C::kBK;
-            int64_t const m = m0 + r, k = k0 + kk;
-            As[r * S::kLds + kk] = m < p.per_group_out && k < p.rows ? a[m * p.rows + k] : fromF32<T>(0.f);
-        }
-    }
+    copyTile<T, C, C::kBM>(As, a, m0, p.per_group_out, p.rows_pad, k0, p.rows_pad);
     copyTile<T, C, C::kBN>(Bs, b, n0, p.cols, p.ld, k0, p.rows_pad);
 }
 
@@ -677,10 +594,9 @@ __device__ __forceinline__ void computeStage(T const* As, T const* Bs, int wm, i
 }
 
 // Block (x, y, z): output-channel tile x of conv group z, pixel tiles y, y + gridDim.y, ...
-template <typename T, class C, bool kVecA>
+template <typename T, class C>
 __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
-    gemmKernel(T const* __restrict__ weight, T const* __restrict__ columns, T const* __restrict__ bias,
-               T* __restrict__ out, GemmParams const p) {
+    gemmKernel(T const* __restrict__ prep, T const* __restrict__ columns, T* __restrict__ out, GemmParams const p) {
     using S = GemmShape<T, C>;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T* smem = reinterpret_cast<T*>(smem_raw);
@@ -689,7 +605,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     int const g = lane >> 2, t = lane & 3;
     int64_t const group = blockIdx.z;
     int64_t const m0 = static_cast<int64_t>(blockIdx.x) * C::kBM;
-    T const* a = weight + group * p.per_group_out * p.rows;
+    T const* a = prep + group * p.per_group_out * p.rows_pad;
     T const* b = columns + group * p.rows_pad;
     int64_t const k_tiles = (p.rows_pad + C::kBK - 1) / C::kBK;
     int64_t const n_tiles = (p.cols + C::kBN - 1) / C::kBN;
@@ -703,7 +619,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
         for (int s = 0; s < C::kStages - 1; ++s) {
             if (s < k_tiles) {
                 T* stage = smem + s * S::kStageElems;
-                loadStage<T, C, kVecA>(stage, stage + C::kBM * S::kLds, a, b, p, m0, n0, s * C::kBK);
+                loadStage<T, C>(stage, stage + C::kBM * S::kLds, a, b, p, m0, n0, s * C::kBK);
             }
             cpAsyncCommit();
         }
@@ -713,7 +629,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
             int64_t const next = kt + C::kStages - 1;
             if (next < k_tiles) {
                 T* stage = smem + (next % C::kStages) * S::kStageElems;
-                loadStage<T, C, kVecA>(stage, stage + C::kBM * S::kLds, a, b, p, m0, n0, next * C::kBK);
+                loadStage<T, C>(stage, stage + C::kBM * S::kLds, a, b, p, m0, n0, next * C::kBK);
             }
             cpAsyncCommit();
             T const* stage = smem + (kt % C::kStages) * S::kStageElems;
@@ -735,7 +651,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
         cpAsyncWait<0>();
         __syncthreads();  // every warp is done with the stages before the next tile's prologue refills them
 
-        // Epilogue: + bias, NCHW. Column q of the tile is pixel q % P of image q / P of the slice.
+        // Epilogue: NCHW (the bias came with the ones row). Column q of the tile is pixel q % P of image q / P of the slice.
 #pragma unroll
         for (int j = 0; j < C::kTilesN; ++j)
 #pragma unroll
@@ -750,40 +666,38 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
                     for (int h = 0; h < 2; ++h) {
                         int64_t const m = m0 + wm * C::kTilesM * 16 + i * 16 + g + h * 8;
                         if (m >= p.per_group_out) continue;
-                        int64_t const oc = group * p.per_group_out + m;
-                        float const add = bias != nullptr ? toF32(bias[oc]) : 0.f;
-                        dst[oc * p.pixels] = fromF32<T>(acc[i][j][2 * h + e] + add);
+                        dst[(group * p.per_group_out + m) * p.pixels] = fromF32<T>(acc[i][j][2 * h + e]);
                     }
             }
     }
 }
 
-template <typename T, class C, bool kVecA>
-cudaError_t launchGemmAs(T const* weight, T const* columns, T const* bias, T* out, GemmParams const& p,
-                         int64_t groups, Device const& dev, cudaStream_t stream) {
+template <typename T, class C>
+cudaError_t launchGemmAs(T const* prep, T const* columns, T* out, GemmParams const& p, int64_t groups,
+                         Device const& dev, cudaStream_t stream) {
     constexpr int kSmem = GemmShape<T, C>::kSmemBytes;
     int64_t const m_tiles = (p.per_group_out + C::kBM - 1) / C::kBM;
     int64_t const n_tiles = (p.cols + C::kBN - 1) / C::kBN;
     if (m_tiles > kMaxGridX || groups > kMaxGridYZ) return cudaErrorInvalidValue;
     static std::atomic<uint64_t> smem_set_on{0};  // one per instantiation: the kernels share one function type
-    cudaError_t const status = allowDynamicSmem(gemmKernel<T, C, kVecA>, kSmem, dev, smem_set_on);
+    cudaError_t const status = allowDynamicSmem(gemmKernel<T, C>, kSmem, dev, smem_set_on);
     if (status != cudaSuccess) return status;
     dim3 const grid(static_cast<unsigned>(m_tiles), static_cast<unsigned>(std::min(n_tiles, kMaxGridYZ)),
                     static_cast<unsigned>(groups));
-    gemmKernel<T, C, kVecA><<<grid, C::kThreads, kSmem, stream>>>(weight, columns, bias, out, p);
+    gemmKernel<T, C><<<grid, C::kThreads, kSmem, stream>>>(prep, columns, out, p);
     return cudaGetLastError();
 }
 
 // The large tiling when it gives every multiprocessor at least one block, else the small one.
-template <typename T, bool kVecA>
-cudaError_t launchGemm(T const* weight, T const* columns, T const* bias, T* out, GemmParams const& p, int64_t groups,
-                       Device const& dev, cudaStream_t stream) {
+template <typename T>
+cudaError_t launchGemm(T const* prep, T const* columns, T* out, GemmParams const& p, int64_t groups, Device const& dev,
+                       cudaStream_t stream) {
     using L = LargeTiling<T>;
     int64_t const large_blocks =
         (p.per_group_out + L::kBM - 1) / L::kBM * ((p.cols + L::kBN - 1) / L::kBN) * groups;
     return large_blocks >= dev.sms
-               ? launchGemmAs<T, L, kVecA>(weight, columns, bias, out, p, groups, dev, stream)
-               : launchGemmAs<T, SmallTiling, kVecA>(weight, columns, bias, out, p, groups, dev, stream);
+               ? launchGemmAs<T, L>(prep, columns, out, p, groups, dev, stream)
+               : launchGemmAs<T, SmallTiling>(prep, columns, out, p, groups, dev, stream);
 }
 
 // ---------------------------------------------------------------------------------------- cuBLASLt operands
@@ -824,7 +738,7 @@ bool chooseRoute(Route& r, OpSizes const& s, Device const& dev, int64_t room, T 
     int64_t const fit = image > 0 ? std::min(s.n, room / image) : s.n;
     r.passes = (s.n + fit - 1) / fit;
     r.slice = (s.n + r.passes - 1) / r.passes;
-    if (cublaslt::available() && s.out_channels * s.rowsPad() <= kMaxWeightCopy) {
+    if (cublaslt::available()) {
         cudaDataType_t const type = std::is_same_v<T, float>    ? CUDA_R_32F
                                     : std::is_same_v<T, __half> ? CUDA_R_16F
                                                                 : CUDA_R_16BF;
@@ -832,13 +746,15 @@ bool chooseRoute(Route& r, OpSizes const& s, Device const& dev, int64_t room, T 
         int32_t const align_a = alignmentOver(columns, {rp * e, pixels * s.ld() * e});
         int32_t const align_b = alignmentOver(prep, {mg * rp * e});
         int32_t const align_d = alignmentOver(out, {mg * pixels * e, s.out_channels * pixels * e});
-        int64_t const last = s.n - (r.passes - 1) * r.slice;
-        for (int i = 0; i < 2; ++i) {
-            cublaslt::Shape const shape{type,   pixels, mg, rp, s.ld(), rp, pixels, i == 0 ? r.slice : last,
-                                        pixels * s.ld(), 0, s.out_channels * pixels, align_a, align_b, align_d};
+        auto const planFor = [&](int64_t images) {
+            cublaslt::Shape const shape{type,   pixels, mg, rp, s.ld(), rp, pixels, images, pixels * s.ld(), 0,
+                                        s.out_channels * pixels, align_a, align_b, align_d};
             cudaError_t status = cudaSuccess;
-            r.plans[i] = cublaslt::plan(shape, status);
-        }
+            return cublaslt::plan(shape, status);
+        };
+        int64_t const last = s.n - (r.passes - 1) * r.slice;
+        r.plans[0] = planFor(r.slice);
+        r.plans[1] = last == r.slice ? r.plans[0] : planFor(last);  // one cache lookup when the passes are equal
         if (r.plans[0] != nullptr && r.plans[1] != nullptr) return true;
         r.plans[0] = r.plans[1] = nullptr;
     }
@@ -851,12 +767,8 @@ cudaError_t sampleColumns(T const* x, T const* offset, T const* mask, T* columns
                           int64_t images, WeightCopy<T> const& copy, int sms, cudaStream_t stream) {
     constexpr int kVec = 16 / sizeof(T);
     int64_t const items = images * sp.pixels * (vec ? sp.channels / kVec : sp.channels);
-    if (sp.taps == 9) {
-        return vec ? launchSample<T, kVec, 9>(x, offset, mask, columns, sp, items, copy, sms, stream)
-                   : launchSample<T, 1, 9>(x, offset, mask, columns, sp, items, copy, sms, stream);
-    }
-    return vec ? launchSample<T, kVec, 0>(x, offset, mask, columns, sp, items, copy, sms, stream)
-               : launchSample<T, 1, 0>(x, offset, mask, columns, sp, items, copy, sms, stream);
+    return vec ? launchSample<T, kVec>(x, offset, mask, columns, sp, items, copy, sms, stream)
+               : launchSample<T, 1>(x, offset, mask, columns, sp, items, copy, sms, stream);
 }
 
 // ------------------------------------------------------------------------------------------------ the whole op
@@ -915,14 +827,14 @@ int32_t deformConv2d(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, 
     // Runs of kVec channels when the channel counts and the pointer allow. (A thread per channel for small problems,
     // for more threads in flight, was slower on the H200: 1x64x40x40 sampling 14.2 vs 9.3 us fp32, 13.2 vs 11.6 fp16.)
     bool const vec = sp.per_group % kVec == 0 && sp.per_offset_group % kVec == 0 && aligned16(nhwc);
-    bool const vec_a = (s.rows() * static_cast<int64_t>(sizeof(T))) % 16 == 0 && aligned16(weight);
     for (int64_t n0 = 0; n0 < s.n; n0 += route.slice) {
         int64_t const m = std::min(route.slice, s.n - n0);
         T const* x = nhwc + n0 * s.height * s.width * s.channels;
         T const* o = off + n0 * 2 * s.offset_groups * taps * pixels;
         T const* mk = msk != nullptr ? msk + n0 * s.offset_groups * taps * pixels : nullptr;
-        WeightCopy<T> const copy{weight, bias, prep, static_cast<uint32_t>(lt && n0 == 0 ? s.out_channels * rp : 0),
-                                 static_cast<uint32_t>(s.rows()), static_cast<uint32_t>(rp)};
+        WeightCopy<T> const copy{weight, bias, prep, static_cast<uint32_t>(n0 == 0 ? s.out_channels * rp : 0),
+                                 static_cast<uint32_t>(s.rows()), static_cast<uint32_t>(rp),
+                                 static_cast<uint32_t>(sp.per_group), static_cast<uint32_t>(taps)};
         cudaError_t status = sampleColumns<T>(x, o, mk, columns, sp, vec, m, copy, dev.sms, stream);
         if (status != cudaSuccess) return static_cast<int32_t>(status);
         T* y = out + n0 * s.out_channels * pixels;
@@ -933,9 +845,8 @@ int32_t deformConv2d(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, 
                                        stream);
             }
         } else {
-            GemmParams const gp{mg, s.rows(), rp, s.ld(), m * pixels, pixels, s.out_channels};
-            status = vec_a ? launchGemm<T, true>(weight, columns, bias, y, gp, s.groups, dev, stream)
-                           : launchGemm<T, false>(weight, columns, bias, y, gp, s.groups, dev, stream);
+            GemmParams const gp{mg, rp, s.ld(), m * pixels, pixels, s.out_channels};
+            status = launchGemm<T>(prep, columns, y, gp, s.groups, dev, stream);
         }
         if (status != cudaSuccess) return static_cast<int32_t>(status);
     }

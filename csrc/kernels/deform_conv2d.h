@@ -4,7 +4,8 @@
 // output = deform_conv2d(input, offset, weight, bias, mask) with torchvision.ops.deform_conv2d semantics:
 //   input   [n, channels, height, width]: contiguous NCHW, or channels-last memory [n][height][width][channels]
 //   offset  [n, 2 * offset_groups * K, out_h, out_w]  contiguous   (K = kernel_h * kernel_w; (dy, dx) per tap)
-//   weight  [out_channels, channels / groups, kernel_h, kernel_w]  contiguous, used as it is (no reordering)
+//   weight  [out_channels, channels / groups, kernel_h, kernel_w]  contiguous (copied per call, reordered, into the
+//           workspace)
 //   bias    [out_channels], or NULL for none
 //   mask    [n, offset_groups * K, out_h, out_w] contiguous, or NULL for none (all ones)
 //   output  [n, out_channels, out_h, out_w] contiguous NCHW, written entirely; must not overlap the inputs
@@ -12,11 +13,11 @@
 // All tensors of one data type: float, __half or __nv_bfloat16.
 //
 // Two steps per slice of images: the sampling kernel writes the deformable columns (pixel-major, each conv group's
-// rows in the weight's own order (channel, tap), then a row of ones), then a GEMM multiplies the weight by them and
-// writes NCHW. The GEMM is cuBLASLt's where the library loads (kernels/cublaslt.h: dlopen at run time, one handle
-// per device, one plan per shape): the weight is copied per call with the bias in the place that meets the ones row,
-// so the GEMM adds it. Where cuBLASLt cannot be loaded or has no algorithm, our own tensor-core GEMM runs (sm_80+)
-// and adds the bias in its epilogue. Sums are FP32 for every data type: fp16/bf16 on tensor cores with FP32
+// rows tap by tap (tap, channel), then a row of ones), then a GEMM multiplies the weight by them and writes NCHW.
+// The weight is copied per call into the same (tap, channel) order with the bias in the place that meets the ones
+// row, so the GEMM adds it. The GEMM is cuBLASLt's where the library loads (kernels/cublaslt.h: dlopen at run time,
+// one handle per device, one plan per shape); where cuBLASLt cannot be loaded or has no algorithm, our own
+// tensor-core GEMM runs (sm_80+). Sums are FP32 for every data type: fp16/bf16 on tensor cores with FP32
 // accumulators; float32 as true FP32 on cuBLASLt, as error-compensated TF32 ("3xTF32") in our own GEMM. The compute
 // type is set per call: no global state. No TensorRT, no torch headers.
 #pragma once
@@ -41,7 +42,8 @@ extern "C" {
 // Everything a call needs besides pointers (mirrored once, as a ctypes.Structure, in ops/_deform_conv2d_full.py).
 // Sizes: n, channels, out_channels >= 0; height, width, kernel sizes, strides, dilations, groups, offset_groups >= 1;
 // pads >= 0; channels and out_channels divisible by groups, channels by offset_groups; a kernel that fits the padded
-// input (an output of at least 1x1).
+// input (an output of at least 1x1); a prepared weight of out_channels * rows_pad < 2^31 elements (rows_pad:
+// channels / groups * kernel_h * kernel_w + 1 rounded up to a multiple of 8).
 typedef struct TorchtrtExtDeformConv2dDesc {
     int64_t n, channels, height, width;
     int64_t out_channels, kernel_h, kernel_w;

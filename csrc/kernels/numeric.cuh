@@ -28,6 +28,22 @@ struct alignas(sizeof(T) * VEC) Pack {
     T v[VEC];
 };
 
+// v rounded to T, stored at dst (aligned to the pack) as one access: a 16-byte pack by __stwb (st.global.wb.v4, the
+// default cache policy), as nvcc splits a plain uint4 or pack assignment through a T* into 2- and 4-byte stores.
+template <typename T, int VEC>
+__device__ __forceinline__ void storePack(T* dst, float const (&v)[VEC]) {
+    Pack<T, VEC> pack;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) pack.v[e] = fromF32<T>(v[e]);
+    if constexpr (sizeof(pack) == sizeof(uint4)) {
+        uint4 bits;
+        __builtin_memcpy(&bits, &pack, sizeof(bits));
+        __stwb(reinterpret_cast<uint4*>(dst), bits);
+    } else {
+        *reinterpret_cast<Pack<T, VEC>*>(dst) = pack;
+    }
+}
+
 // Element j of a pack as FP32 (j a constant once the caller's loop is unrolled). A bf16 pair is read straight from the 32-bit word that holds it (bf16 is the upper half
 // of an fp32): converting element by element unpacks a 16-byte pack into one 16-bit register per element, and the
 // register-caching kernels then spill.

@@ -146,6 +146,14 @@ def test_workspace_size_rejects_bad_sizes(bad: dict) -> None:
     assert _workspace_size(_sizes(**bad)) == -1, bad
 
 
+def test_workspace_size_rejects_a_prepared_weight_of_2_to_the_31_elements() -> None:
+    # the sampler copies the weight with 32-bit indices: out_channels * rows_pad must stay below 2^31
+    rows_pad = _rows_pad(16, 1, 9)
+    largest = (2**31 - 1) // rows_pad
+    assert _workspace_size(_sizes(c_out=largest)) > 0
+    assert _workspace_size(_sizes(c_out=largest + 1)) == -1
+
+
 def _call(desc: Any, ptrs: list, workspace_bytes: int) -> int:
     from torchtrt_ext.ops._deform_conv2d_full import Tensors, _functions
 
