@@ -257,6 +257,16 @@ def test_another_gpu_is_another_key(rtx: str, conv_onnx: onnx.ModelProto, isolat
     assert len(builds) == 3 and len(_engines(isolated_cache)) == 3
 
 
+def test_a_second_call_on_a_gpu_machine_is_a_hit(rtx: str, conv_onnx: onnx.ModelProto, isolated_cache: Path,
+                                                 builds: list[dict[str, object]],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU's name and compute capability are in the key and in the engine: the same machine finds its engine."""
+    monkeypatch.setattr(builder_module, "current_gpu", lambda: ("NVIDIA H200", "9.0"))
+    for _ in range(2):
+        cached_build_engine(conv_onnx, backend=rtx, progress=False)
+    assert len(builds) == 1 and len(_engines(isolated_cache)) == 1
+
+
 @pytest.mark.parametrize("field, value", [("backend", "tensorrt"), ("trt_version", "10.13.0"),
                                           ("gpu_name", "NVIDIA L40S"), ("compute_capability", "8.9"),
                                           ("plugin_sha256", "ab" * 32)])
