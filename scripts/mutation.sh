@@ -12,7 +12,10 @@
 # Why mutmut (3.8): each mutant runs in a process forked after torch is imported once, with only the tests that reach
 # the mutated function; cosmic-ray starts a fresh test process per mutant (seconds of torch import each), and
 # pytest-gremlins is younger and less used. Presets select fast tests (the exporter-driven fusion tests take minutes).
-# Environment: VENV (default .venv), JOBS (parallel mutants, default 2).
+# Environment: VENV (default .venv), JOBS (parallel mutants, default 2), SURVIVORS=1 (re-run only the logic mutants the
+# last run of this preset did not kill, with the current tests, keeping every other result: minutes instead of a full
+# run; the module must be unchanged; log and message survivors keep their earlier status), ONLY='GLOB ...' (with
+# SURVIVORS=1: only the survivors whose names match, e.g. ONLY='*_prepare* *_decompose*').
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=$(cd "${VENV:-.venv}" && pwd)
@@ -24,11 +27,18 @@ preset() {  # name -> "source glob|test paths"
                    # (hand-built nodes in test_decompose.py; the exporter tests of test_l2norm.py take minutes a run)
                    t=tests/ops/test_l2norm.py
                    echo "torchtrt_ext/ops/l2norm.py|$t::test_eager_matches_normalize $t::test_zero_vector_gives_zeros $t::test_the_defaults_are_dim_1_and_eps_1e_6 $t::test_float16_accumulates_in_float32 $t::test_bfloat16_results_are_rounded_once $t::test_every_dim_of_the_allowed_range_works $t::test_shape_inference_passes_the_input_shape_and_type_through $t::test_gradient_matches_normalize $t::test_bad_attributes $t::test_unknown_attribute $t::test_module_checks_attributes_at_construction $t::test_bad_inputs $t::test_a_non_default_eps_clamps_small_norms tests/passes/test_decompose.py" ;;
-        spec)      echo "torchtrt_ext/ops/_spec.py|tests/ops" ;;
-        deform)    echo "torchtrt_ext/ops/deform_conv2d.py|tests/ops/test_deform_conv2d.py" ;;
+        spec)      # OpSpec/CustomOp: definitions made inside tests (test_user_defined_op), every op's call path, checks,
+                   # decomposition on hand-built nodes; exporters only in the user-op tests (the rest take minutes a run);
+                   # no torch.compile test: dynamo cannot trace mutmut's trampolines
+                   t=tests/ops
+                   echo "torchtrt_ext/ops/_spec.py|$t/test_user_defined_op.py $t/test_tensorrt_provided_op.py $t/test_deform_conv2d_graphs.py tests/passes/test_decompose.py $t/test_l2norm.py::test_eager_matches_normalize $t/test_l2norm.py::test_bad_attributes $t/test_l2norm.py::test_unknown_attribute $t/test_l2norm.py::test_bad_inputs $t/test_l2norm.py::test_gradient_matches_normalize $t/test_l2norm.py::test_export_emits_one_plugin_node[legacy] $t/test_efficient_nms.py::test_eager_matches_reference $t/test_efficient_nms.py::test_empty_inputs_give_fixed_size_zeros $t/test_efficient_nms.py::test_asking_for_gradients_raises $t/test_efficient_nms.py::test_bad_inputs_raise_before_any_work $t/test_efficient_nms.py::test_bad_attributes_raise $t/test_efficient_nms.py::test_mixed_dtypes_raise $t/test_deform_conv2d.py::test_bad_attributes $t/test_deform_conv2d.py::test_bad_shapes $t/test_deform_conv2d.py::test_module_checks_attributes_at_construction $t/test_call_overhead.py::test_prepare_runs_once_per_signature $t/test_call_overhead.py::test_parameters_are_checked_once_too $t/test_call_overhead.py::test_new_attribute_types_are_checked_after_a_cached_call $t/test_call_overhead.py::test_l2norm_errors_unchanged_after_a_cached_call $t/test_call_overhead.py::test_a_missing_kernel_library_falls_back_to_the_math_with_one_warning $t/test_call_overhead.py::test_deform_conv2d_errors_unchanged_after_a_cached_call $t/test_call_overhead.py::test_a_dispatch_mode_records_the_op_after_a_cached_call $t/test_call_overhead.py::test_vmap_over_the_op_matches_the_batched_call $t/test_call_overhead.py::test_forward_mode_ad_is_refused_not_silently_dropped $t/test_call_overhead.py::test_the_float32_check_agrees_with_numpy" ;;
+        deform)    # eager math against the loop reference, checks, the decomposition on hand-built nodes, the shape rule on
+                   # tensorrt.plugin's shape expressions, one legacy export (the dynamo exports take minutes a run)
+                   t=tests/ops/test_deform_conv2d.py
+                   echo "torchtrt_ext/ops/deform_conv2d.py|$t::test_eager_matches_loop_reference $t::test_border_rules_point_by_point $t::test_low_precision $t::test_meta_tensors_get_the_eager_output_shape $t::test_gradient_flows_to_every_input $t::test_bad_attributes $t::test_bad_shapes $t::test_a_mask_without_bias_exports_a_zero_bias_not_a_hole $t::test_non_tensor_inputs_are_named $t::test_module_checks_attributes_at_construction $t::test_export_emits_one_node[legacy] $t::test_decomposition_with_dynamic_spatial_size tests/ops/test_deform_conv2d_graphs.py tests/plugins/test_python_plugin_deform_conv2d.py tests/ops/test_call_overhead.py::test_deform_conv2d_errors_unchanged_after_a_cached_call" ;;
         fusion)    echo "torchtrt_ext/passes/fuse_l2norm.py|tests/passes/test_fuse_l2norm_graphs.py" ;;
         decompose) echo "torchtrt_ext/passes/decompose.py|tests/passes/test_decompose.py" ;;
-        cache)     echo "torchtrt_ext/cache.py|tests/backend/test_cache.py tests/backend/test_host_code.py" ;;
+        cache)     echo "torchtrt_ext/cache.py|tests/backend/test_cache.py tests/backend/test_cache_readonly.py tests/backend/test_host_code.py" ;;
         profiles)  echo "torchtrt_ext/backend/profiles.py|tests/backend/test_profiles.py" ;;
         precision) echo "torchtrt_ext/passes/precision.py|tests/passes/test_precision_graphs.py tests/passes/test_precision_guards.py::test_tiny_constants_stay_nonzero_in_fp16" ;;  # hand-built graphs: no exporter
         *) return 1 ;;
@@ -51,10 +61,32 @@ fi
 ls $glob >/dev/null 2>&1 || { echo "mutation.sh: no file matches $glob. Remedy: check where the module lives now" >&2; exit 2; }
 
 work=build/mutation/$name
-rm -rf "$work"
+survivors=()
+if [ "${SURVIVORS:-0}" = 1 ]; then
+    [ -f "$work/report.txt" ] || { echo "mutation.sh: no earlier run in $work. Remedy: run without SURVIVORS=1 first" >&2; exit 2; }
+    for f in $glob; do
+        cmp -s "$f" "$work/$f" || { echo "mutation.sh: $f changed since the last run (mutants are numbered per source). Remedy: run without SURVIVORS=1" >&2; exit 2; }
+    done
+    mapfile -t survivors < <(sed -n 's/^\[logic\] [a-z_ ]*: \([^ ]*\)$/\1/p' "$work/report.txt")
+    if [ -n "${ONLY:-}" ]; then  # only the survivors whose names match one of these globs
+        kept=()
+        set -f  # the globs match mutant names, not files
+        for m in "${survivors[@]}"; do for g in $ONLY; do [[ $m == $g ]] && { kept+=("$m"); break; }; done; done
+        set +f
+        survivors=("${kept[@]}")
+    fi
+    rm -rf "$work/tests"  # the current tests replace the earlier ones; the mutants and their results stay
+    # mutmut forgets every result when the test selection changes: keep the earlier ones to restore after the run
+    (cd "$work" && find mutants -name '*.meta' | tar -cf earlier_results.tar -T -)
+else
+    rm -rf "$work"
+fi
 mkdir -p "$work"
 # a private copy: mutmut reads its configuration from the working folder and writes mutants/ there
 tar --exclude __pycache__ -cf - torchtrt_ext tests pyproject.toml setup.py | tar -xf - -C "$work"
+# the copy is not beside /work/shared: tell the trt_headers marker where setup.py finds the headers from here
+TORCHTRT_EXT_TRT_INCLUDE=${TORCHTRT_EXT_TRT_INCLUDE:-$("$VENV/bin/python" -c 'import setup; print(setup.find_trt_include()[0] or "")')}
+export TORCHTRT_EXT_TRT_INCLUDE
 {
     echo "[mutmut]"
     echo "source_paths = torchtrt_ext"
@@ -71,6 +103,22 @@ tar --exclude __pycache__ -cf - torchtrt_ext tests pyproject.toml setup.py | tar
 cd "$work"
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1  # forked children share the 2 cores; no thread pools per child
 started=$(date +%s)
-"$VENV/bin/mutmut" run --max-children "$JOBS" > run.log 2>&1 || { tail -40 run.log; exit 1; }
-echo "module $glob, tests: $tests ($(( $(date +%s) - started )) s)"
+"$VENV/bin/mutmut" run --max-children "$JOBS" "${survivors[@]}" > run.log 2>&1 || { tail -40 run.log; exit 1; }
+if [ ${#survivors[@]} -gt 0 ]; then  # a mutant not re-run keeps its earlier result (tests were only added since)
+    mkdir -p earlier && tar -xf earlier_results.tar -C earlier
+    "$VENV/bin/python" - <<'EOF'
+import json
+from pathlib import Path
+
+for old in Path("earlier").rglob("*.meta"):
+    new = Path(*old.parts[1:])
+    earlier, now = json.loads(old.read_text()), json.loads(new.read_text())
+    for key, code in now["exit_code_by_key"].items():
+        if code is None:
+            now["exit_code_by_key"][key] = earlier["exit_code_by_key"].get(key)
+    new.write_text(json.dumps(now, indent=4))
+EOF
+    rm -rf earlier earlier_results.tar
+fi
+echo "module $glob, tests: $tests ($(( $(date +%s) - started )) s${survivors:+, re-ran the ${#survivors[@]} survivors of the last run})"
 "$VENV/bin/python" ../../../scripts/mutation_report.py | tee report.txt

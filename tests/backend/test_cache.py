@@ -191,16 +191,19 @@ def real_engine(rtx: str, conv_onnx: onnx.ModelProto) -> Engine:
 
 @pytest.fixture
 def builds(real_engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
-    """A stand-in for the builder (the cache derives the keys, not the builder): it records each request and returns
-    the real RTX engine labelled with what was asked (model digest, precision, this machine's GPU)."""
+    """A stand-in for the builder (the cache derives the keys, not the builder): it records each request (with the
+    build options passed through) and returns the real RTX engine labelled with what was asked (model digest,
+    precision, plugin library hash, this machine's GPU)."""
     calls: list[dict[str, object]] = []
 
     def stand_in(build: builder_module.BuildPlan, *, output_tree: object = None, **options: object) -> Engine:
         digest = hashlib.sha256(build.model.SerializeToString()).hexdigest()
-        calls.append({"model": digest, "precision": build.precision, "output_tree": output_tree, **build.settings})
+        calls.append({"model": digest, "precision": build.precision, "output_tree": output_tree, **build.settings,
+                      "options": options})
         gpu_name, cc = builder_module.current_gpu()
         return real_engine.with_metadata(build={**real_engine.metadata.build, "precision": build.precision,
-                                                "model": digest}, gpu_name=gpu_name, compute_capability=cc)
+                                                "model": digest}, gpu_name=gpu_name, compute_capability=cc,
+                                         plugin_library_sha256=build.plan.library_sha256)
 
     monkeypatch.setattr(builder_module, "build_from_plan", stand_in)
     return calls
@@ -254,6 +257,16 @@ def test_another_gpu_is_another_key(rtx: str, conv_onnx: onnx.ModelProto, isolat
     assert len(builds) == 3 and len(_engines(isolated_cache)) == 3
 
 
+def test_a_second_call_on_a_gpu_machine_is_a_hit(rtx: str, conv_onnx: onnx.ModelProto, isolated_cache: Path,
+                                                 builds: list[dict[str, object]],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU's name and compute capability are in the key and in the engine: the same machine finds its engine."""
+    monkeypatch.setattr(builder_module, "current_gpu", lambda: ("NVIDIA H200", "9.0"))
+    for _ in range(2):
+        cached_build_engine(conv_onnx, backend=rtx, progress=False)
+    assert len(builds) == 1 and len(_engines(isolated_cache)) == 1
+
+
 @pytest.mark.parametrize("field, value", [("backend", "tensorrt"), ("trt_version", "10.13.0"),
                                           ("gpu_name", "NVIDIA L40S"), ("compute_capability", "8.9"),
                                           ("plugin_sha256", "ab" * 32)])
@@ -291,3 +304,71 @@ def test_an_engine_with_our_plugin_library_is_a_cache_hit(rtx: str, l2norm_onnx:
     _forbid_building(monkeypatch)
     again = cached_build_engine(l2norm_onnx, backend=rtx, plugins="cpp", progress=False)
     assert again.plan == first.plan and len(_engines(isolated_cache)) == 1
+
+
+def test_another_plugin_library_misses_the_cache(rtx: str, l2norm_onnx: onnx.ModelProto, isolated_cache: Path,
+                                                 cpp_library: Path, builds: list[dict[str, object]]) -> None:
+    """A rebuilt plugin library (other bytes, so another hash) must not be served an engine built with the old one:
+    the plan would call plugins whose code changed."""
+    first = cached_build_engine(l2norm_onnx, backend=rtx, plugins="cpp", progress=False)
+    assert first.metadata.plugin_library_sha256 == hashlib.sha256(cpp_library.read_bytes()).hexdigest()
+    cached_build_engine(l2norm_onnx, backend=rtx, plugins="cpp", progress=False)
+    assert len(builds) == 1  # the same library: a hit
+    cpp_library.write_bytes(b"a rebuilt plugin library")
+    rebuilt = cached_build_engine(l2norm_onnx, backend=rtx, plugins="cpp", progress=False)
+    assert len(builds) == 2 and len(_engines(isolated_cache)) == 2
+    assert rebuilt.metadata.plugin_library_sha256 == hashlib.sha256(b"a rebuilt plugin library").hexdigest()
+
+
+def test_a_cache_folder_whose_parents_do_not_exist_is_created(rtx: str, conv_onnx: onnx.ModelProto, tmp_path: Path,
+                                                              builds: list[dict[str, object]],
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    folder = tmp_path / "not" / "yet" / "there"
+    with caplog.at_level(logging.WARNING, logger="torchtrt_ext"):
+        cached_build_engine(conv_onnx, backend=rtx, progress=False, cache=folder)
+        cached_build_engine(conv_onnx, backend=rtx, progress=False, cache=folder)
+    assert len(_engines(folder)) == 1 and len(builds) == 1 and caplog.text == ""
+
+
+TREE = {"type": "tuple", "items": [{"type": "tensor", "index": 0}]}  # a caller's output tree (not the default)
+
+
+def _unusable_folder(tmp_path: Path, conv_onnx: onnx.ModelProto, rtx: str) -> Path:
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    return blocker / "cache"
+
+
+def _folder_whose_lock_cannot_be_opened(tmp_path: Path, conv_onnx: onnx.ModelProto, rtx: str) -> Path:
+    """A folder where this key's lock file cannot be opened, as in a read-only folder (which root, running these
+    tests here, could still write: test_cache_readonly.py covers that one in a process without that privilege)."""
+    folder = tmp_path / "locked_out"
+    cached_build_engine(conv_onnx, backend=rtx, progress=False, cache=folder, output_tree=TREE)  # this key's lock
+    for path in folder.iterdir():
+        path.unlink()
+        if path.suffix == ".lock":
+            path.mkdir()  # opening the lock now fails (IsADirectoryError), as a read-only folder's would
+    return folder
+
+
+@pytest.mark.parametrize("where, warning", [
+    (lambda tmp_path, model, rtx: False, None),
+    (lambda tmp_path, model, rtx: tmp_path / "fresh", None),
+    (_unusable_folder, "is not usable"),
+    (_folder_whose_lock_cannot_be_opened, "cannot be written"),
+], ids=["cache=False", "writable folder", "unusable folder", "unwritable folder"])
+def test_output_tree_and_build_options_reach_every_build(rtx: str, conv_onnx: onnx.ModelProto, tmp_path: Path,
+                                                         builds: list[dict[str, object]],
+                                                         caplog: pytest.LogCaptureFixture, where: object,
+                                                         warning: str | None) -> None:
+    """Whether the engine is then cached or not, the build gets the caller's output_tree (how outputs are returned)
+    and build options (timing cache, progress)."""
+    cache = where(tmp_path, conv_onnx, rtx)  # type: ignore[operator]
+    timing = tmp_path / "timing.cache"
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="torchtrt_ext"):
+        cached_build_engine(conv_onnx, backend=rtx, cache=cache, output_tree=TREE, progress=False, timing_cache=timing)
+    assert builds[-1]["output_tree"] == TREE and builds[-1]["options"] == {"progress": False, "timing_cache": timing}
+    assert (warning or "") in caplog.text and (warning is not None) == bool(caplog.text)
+    if warning == "cannot be written":
+        assert _engines(cache) == []  # built without caching

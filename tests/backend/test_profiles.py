@@ -2,6 +2,9 @@
 default profiles derived from example shapes or from the graph. Pure Python: no TensorRT needed."""
 from __future__ import annotations
 
+import logging
+import re
+
 import pytest
 
 from torchtrt_ext.backend.profiles import (
@@ -38,7 +41,7 @@ def test_another_rank_is_outside_even_when_the_common_dims_fit(shape: tuple[int,
 @pytest.mark.parametrize("lo, opt, hi, message", [
     ((1, 3), (2, 3), (4, 3, 1), "mixes ranks"),
     ((1, 3), (2, 3, 1), (4, 3), "mixes ranks"),
-    ((2, 3), (1, 3), (4, 3), "is not ordered"),
+    ((2, 3), (1, 3), (4, 3), r"is not ordered.*min <= opt <= max in every dimension"),
     ((1, 3), (5, 3), (4, 3), "is not ordered"),
     ((1, 3), (2, 4), (4, 3), "is not ordered"),
     ((1, -3), (2, 3), (4, 3), "has a negative dimension"),
@@ -47,6 +50,25 @@ def test_another_rank_is_outside_even_when_the_common_dims_fit(shape: tuple[int,
 def test_bad_ranges_are_refused_with_the_reason(lo: object, opt: object, hi: object, message: str) -> None:
     with pytest.raises(InvalidInputError, match=message):
         ShapeRange(lo, opt, hi)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bound", ["min", "opt", "max"])
+@pytest.mark.parametrize("bad", [7, ("a", 3)])
+def test_a_malformed_bound_is_named_in_the_error(bound: str, bad: object) -> None:
+    shapes = {"min": (1, 3), "opt": (2, 3), "max": (4, 3), bound: bad}
+    with pytest.raises(InvalidInputError, match=rf"^{bound} is {re.escape(repr(bad))}\. Expected: a sequence of ints"):
+        ShapeRange(**shapes)  # type: ignore[arg-type]
+
+
+def test_any_sequence_of_ints_gives_the_same_range() -> None:
+    """Lists, numpy ints and torch.Size are read as tuples of ints: equal ranges, usable as dict keys."""
+    import numpy as np
+    import torch
+
+    spellings = [ShapeRange([1, 3], [2, 3], [4, 3]), ShapeRange(np.array([1, 3]), (np.int64(2), 3), torch.Size([4, 3]))]
+    for r in spellings:
+        assert r == ShapeRange((1, 3), (2, 3), (4, 3)) and {r: 1}[ShapeRange((1, 3), (2, 3), (4, 3))] == 1
+        assert all(type(d) is int for d in (*r.min, *r.opt, *r.max))
 
 
 def test_static_range_holds_exactly_one_shape() -> None:
@@ -102,6 +124,23 @@ def test_default_profile_from_examples_with_named_dynamic_dims() -> None:
                                               {"x": {0: "n", 2: "h", 3: "w"}}, max_batch=4)
     assert profile["x"] == ShapeRange((1, 3, 1, 1), (2, 3, 8, 10), (4, 3, 16, 20))
     assert profile["y"] == ShapeRange((5, 7), (5, 7), (5, 7))  # not named: static, batch included
+
+
+def test_an_empty_example_dimension_stays_inside_its_default_range() -> None:
+    """An example with a size-0 dim (an empty batch, no boxes yet) gets a range that holds it, not an error."""
+    (profile,) = profiles_from_example_shapes({"x": (0, 3, 0)}, {"x": {0: "n", 2: "k"}}, max_batch=4)
+    assert profile["x"] == ShapeRange((0, 3, 0), (0, 3, 0), (4, 3, 1))
+
+
+def test_the_dims_ranged_by_guess_are_reported(caplog: pytest.LogCaptureFixture) -> None:
+    """Dims other than the batch get a guessed range (1..2x example): the log names them so the user can pass
+    profiles=; a batch-only dynamic input is not reported."""
+    with caplog.at_level(logging.INFO, logger="torchtrt_ext"):
+        profiles_from_example_shapes({"x": (2, 3, 8)}, {"x": {0: "n"}})
+    assert caplog.text == ""
+    with caplog.at_level(logging.INFO, logger="torchtrt_ext"):
+        profiles_from_example_shapes({"x": (2, 3, 8, 8)}, {"x": {0: "n", 3: "w", 2: "h"}})
+    assert "input 'x': dims [2, 3] dynamic" in caplog.text
 
 
 def test_graph_defaults_range_the_batch_only() -> None:

@@ -10,6 +10,7 @@ torch.compile(fullgraph=True); the CPU tests that take a device run on CUDA too,
 """
 from __future__ import annotations
 
+import itertools
 import warnings
 from typing import Any
 
@@ -112,19 +113,23 @@ def _missing_library(x: torch.Tensor, scale: float) -> torch.Tensor:
     raise LibraryNotFoundError("libtorchtrt_ext_kernels.so not found. Remedy: build it")
 
 
-FALLBACK = define_op(OpSpec(
-    name="TestFallbackScale", inputs=("x",), outputs=("y",), attrs=(Attr("scale", "float", default=1.0),),
-    eager=lambda x, scale: x * scale, shape_rule=lambda shapes, dtypes, **_: [(shapes[0], dtypes[0])],
-    decompose=lambda d, inputs, outputs, scale: d.op("Identity", inputs[0], out=outputs[0]), cuda=_missing_library))
+_FALLBACKS = itertools.count()
 
 
 def test_a_missing_kernel_library_falls_back_to_the_math_with_one_warning() -> None:
+    # defined here, under a fresh name: its one warning is not spent by an earlier run in this process
+    name = f"TestFallbackScale{next(_FALLBACKS)}"
+    fallback = define_op(OpSpec(
+        name=name, inputs=("x",), outputs=("y",), attrs=(Attr("scale", "float", default=1.0),),
+        eager=lambda x, scale: x * scale, shape_rule=lambda shapes, dtypes, **_: [(shapes[0], dtypes[0])],
+        decompose=lambda d, inputs, outputs, scale: d.op("Identity", inputs[0], out=outputs[0]),
+        cuda=_missing_library))
     x = torch.randn(3, 2)
-    with pytest.warns(UserWarning, match=r"TestFallbackScale: CUDA kernel unavailable, using PyTorch math\. .*found"):
-        assert torch.equal(FALLBACK._run_cuda((x,), {"scale": 2.0}), x * 2)
+    with pytest.warns(UserWarning, match=rf"{name}: CUDA kernel unavailable, using PyTorch math\. .*found"):
+        assert torch.equal(fallback._run_cuda((x,), {"scale": 2.0}), x * 2)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a second fallback stays silent
-        assert torch.equal(FALLBACK._run_cuda((x,), {"scale": 3.0}), x * 3)
+        assert torch.equal(fallback._run_cuda((x,), {"scale": 3.0}), x * 3)
 
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]

@@ -139,6 +139,16 @@ def test_low_precision(dtype: torch.dtype, tol: float) -> None:
     assert rel_err(got, ref) < tol * 5  # inputs rounded to dtype too
 
 
+@pytest.mark.parametrize("name", ["mixed", "groups2", "stride2"])
+def test_meta_tensors_get_the_eager_output_shape(name: str) -> None:
+    """Shape propagation without data (meta tensors, as torch.export and torch.compile trace) gives the shape and
+    dtype the math gives: batch from the input, channels from the weight, a non-square kernel's own sizes."""
+    case = _case(**{"n": 3, "c_in": 4, "c_out": 6, "h": 7, "w": 9, **CASES[name]})
+    ref = _run(case)
+    meta = _run({k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in case.items()})
+    assert (meta.device.type, meta.shape, meta.dtype) == ("meta", ref.shape, ref.dtype)
+
+
 def test_gradient_flows_to_every_input() -> None:
     case = _case(n=1, c_in=2, c_out=2, h=4, w=4)
     leaves = {k: case[k].requires_grad_(True) for k in ("x", "offset", "weight", "bias", "mask")}
@@ -266,6 +276,27 @@ def test_bad_attributes(kwargs: dict, match: str) -> None:
         deform_conv2d(case["x"], case["offset"], case["weight"], **kwargs)
 
 
+def test_a_mask_without_bias_exports_a_zero_bias_not_a_hole() -> None:
+    """TensorRT plugins take no empty input before a present one: the bias slot gets zeros of [C_out]."""
+    model = OpModel(mask=True, bias=False, c_out=6, groups=2).eval()
+    onnx_model = torchtrt_ext.export_onnx(model, _inputs(c_out=6, groups=2), exporter="legacy")
+    node = single_custom_node(onnx_model)
+    assert len(node.input) == 5 and all(node.input)
+    bias = {t.name: onnx.numpy_helper.to_array(t) for t in onnx_model.graph.initializer}.get(node.input[3])
+    if bias is None:  # folded into a Constant node instead of an initializer
+        (const,) = [n for n in onnx_model.graph.node if node.input[3] in n.output]
+        bias = onnx.numpy_helper.to_array(const.attribute[0].t)
+    assert bias.shape == (6,) and not bias.any()
+
+
+def test_non_tensor_inputs_are_named() -> None:
+    case = _case()
+    with pytest.raises(InvalidInputError, match=r"input 'offset' must be a torch.Tensor, got list"):
+        deform_conv2d(case["x"], [0.0], case["weight"])
+    with pytest.raises(InvalidInputError, match=r"input 'weight' must be a torch.Tensor, got float"):
+        deform_conv2d(case["x"], case["offset"], 1.0)
+
+
 def _bad_case(change: str) -> dict:
     case = _case(padding=(1, 1))
     n, c, h, w = case["x"].shape
@@ -287,27 +318,35 @@ def _bad_case(change: str) -> dict:
         case["offset"] = case["offset"].half()
     elif change == "rank":
         case["x"] = case["x"][0]
+    elif change == "offset_rank":
+        case["offset"] = torch.randn(5)
     elif change == "offset_groups_divide":
         case["offset"] = torch.randn(n, 18 * 3, h, w)
         case["mask"] = torch.rand(n, 27, h, w)
     elif change == "empty_output":
         case["padding"] = (0, 0)
         case["x"] = torch.randn(n, c, 2, 2)
+    elif change == "empty_width":
+        case["padding"] = (0, 0)
+        case["x"] = torch.randn(n, c, 5, 2)
     return case
 
 
 @pytest.mark.parametrize("change,match", [
-    ("offset_channels", r"'offset' has 17 channels; expected 2 \* offset_groups \* kh \* kw channels"),
+    ("offset_channels", r"'offset' has 17 channels; expected 2 \* offset_groups \* kh \* kw channels, a positive "
+                        r"multiple of 2\*3\*3 = 18"),
     ("offset_size", r"'offset' has spatial size 6x6; expected the output size 5x6"),
     ("mask_channels", r"'mask' has 18 channels; expected offset_groups \* kh \* kw = 9"),
     ("mask_batch", r"'mask' has batch 3; expected the batch of 'input' \(2\)"),
     ("weight_groups", r"'weight' has 4 output channels; expected a multiple of groups=3"),
     ("weight_channels", r"'weight' has shape \[4, 3, 3, 3\] \(3 input channels per group\)"),
-    ("bias_shape", r"'bias' has shape \[5\]; expected \[C_out\] = \[4\]"),
-    ("dtype", r"'offset' has dtype torch.float16; expected the dtype of 'input'"),
+    ("bias_shape", r"'bias' has shape \[5\]; expected \[C_out\] = \[4\]\. Remedy: one bias per output channel"),
+    ("dtype", r"'offset' has dtype torch.float16; expected the dtype of 'input' \(torch.float32\)"),
     ("rank", r"'input' has shape \[4, 5, 6\]; expected a rank-4 tensor"),
+    ("offset_rank", r"'offset' has shape \[5\]; expected a rank-4 tensor"),
     ("offset_groups_divide", r"'offset' implies offset_groups=3; expected a divisor of the input's 4 channels"),
     ("empty_output", r"'input' of spatial size 2x2 gives an empty output \(0x0\)"),
+    ("empty_width", r"'input' of spatial size 5x2 gives an empty output \(3x0\)"),
 ])
 def test_bad_shapes(change: str, match: str) -> None:
     with pytest.raises(InvalidInputError, match=match):

@@ -29,7 +29,7 @@ GraphShape = Sequence[Union[int, None]]  # None (or a negative int) marks a dyna
 def _shape(value: Any, what: str) -> Shape:
     try:
         shape = tuple(int(d) for d in value)
-    except TypeError:
+    except (TypeError, ValueError):  # not a sequence (7), or not of numbers (("a", 3))
         raise InvalidInputError(failure(f"{what} is {value!r}", "a sequence of ints", "write it like (1, 3, 224, 224)"))
     if any(d < 0 for d in shape):
         raise InvalidInputError(failure(f"{what} {shape} has a negative dimension", "dimensions >= 0",
@@ -146,7 +146,8 @@ def profiles_from_example_shapes(shapes: Mapping[str, Sequence[int]],
 
     ``dynamic_shapes`` as in ``export_onnx`` (``{name: {dim: symbol}}``; default None: dim 0 of every input). A dynamic
     dim 0 ranges 1 .. max(example, ``max_batch``) with opt = the example; another dynamic dim ranges
-    1 .. 2 x example (pass explicit profiles for anything else); static dims are the example's.
+    1 .. 2 x example (pass explicit profiles for anything else); an example of size 0 ranges from 0 (to
+    ``max_batch`` for dim 0, to 1 for another dim); static dims are the example's.
     """
     ranges = {}
     for name, shape in shapes.items():
@@ -154,7 +155,7 @@ def profiles_from_example_shapes(shapes: Mapping[str, Sequence[int]],
         dyn = ({0} if shape else set()) if dynamic_shapes is None else set(dynamic_shapes.get(name, {}))
         lo, hi = list(shape), list(shape)
         for d in dyn:
-            lo[d] = 1
+            lo[d] = min(shape[d], 1)  # an empty example (size 0) stays inside its own range
             hi[d] = max(shape[d], max_batch) if d == 0 else max(2 * shape[d], 1)
         if dyn - {0}:
             log.info("input %r: dims %s dynamic, using range 1..2x example; pass profiles= to choose", name,
