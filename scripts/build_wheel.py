@@ -203,7 +203,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cuda", type=int, choices=(12, 13), help="CUDA major version of the variant to build")
     parser.add_argument("--out", type=Path, default=ROOT / "dist", help="folder for the wheel (default: dist)")
     parser.add_argument("--check", type=Path, metavar="WHEEL", help="only check this wheel")
+    parser.add_argument("--headers", action="store_true",
+                        help="only say where the TensorRT headers a build needs are (exit 1: not found, and where looked)")
     args = parser.parse_args(argv)
+    if args.headers:
+        include, looked = _setup_module().find_trt_include()
+        print(include if include else "TensorRT headers (NvInfer.h) not found in " + ", ".join(looked))
+        return 0 if include else 1
     if (args.cuda is None) == (args.check is None):
         parser.error("give --cuda to build, or --check WHEEL")
     try:

@@ -61,3 +61,11 @@ def test_check_reports_a_wheel_without_libraries(build_wheel: ModuleType, tmp_pa
     with pytest.raises(build_wheel.WheelError, match=r"lacks torchtrt_ext/lib/libtorchtrt_ext_kernels.so, .*"
                                                      r"build_info.json"):
         build_wheel.check(wheel)
+
+
+def test_headers_names_the_folder_a_build_would_use(tmp_path: Path) -> None:
+    """.ci/run asks this before the wheel test: the folder of TORCHTRT_EXT_TRT_INCLUDE when it holds NvInfer.h."""
+    (tmp_path / "NvInfer.h").write_text("// stand-in: only its presence is looked at\n")
+    result = subprocess.run([sys.executable, str(SCRIPT), "--headers"], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "TORCHTRT_EXT_TRT_INCLUDE": str(tmp_path)})
+    assert result.returncode == 0 and result.stdout.strip() == str(tmp_path), result.stdout + result.stderr
