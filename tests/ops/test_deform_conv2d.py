@@ -6,12 +6,14 @@ import math
 import onnx
 import pytest
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 
 import torchtrt_ext
 from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError
 from torchtrt_ext.ops import deform_conv2d
 from torchtrt_ext.nn import DeformConv2d
-from torchtrt_ext.ops.deform_conv2d import torch_deform_conv2d
+from torchtrt_ext.ops.deform_conv2d import DEFORM_CONV2D, torch_deform_conv2d
 from tests.helpers import node_attrs, op_types, rel_err, run_onnx, single_custom_node
 
 EXPORTERS = ["legacy", "dynamo"]
@@ -147,6 +149,50 @@ def test_meta_tensors_get_the_eager_output_shape(name: str) -> None:
     ref = _run(case)
     meta = _run({k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in case.items()})
     assert (meta.device.type, meta.shape, meta.dtype) == ("meta", ref.shape, ref.dtype)
+
+
+# One input dim at a time made symbolic (torch.export's dynamic dims, torch.compile(dynamic=True)): the input and its
+# dim. Kernel 3x3 without padding, so the output is 2 smaller than the input (a comparison of H_out with 1 is open).
+_SYMBOLIC_EXAMPLE = {"input": (2, 4, 8, 9), "offset": (2, 18, 6, 7), "weight": (6, 4, 3, 3), "bias": (6,),
+                     "mask": (2, 9, 6, 7)}
+_SYMBOLIC_DIMS = [(name, dim) for name, shape in _SYMBOLIC_EXAMPLE.items() for dim in range(len(shape))]
+
+
+def _symbolic_inputs(symbolic: tuple[str, int], shapes: dict) -> tuple[FakeTensorMode, list[torch.Tensor]]:
+    """Fake tensors of ``shapes`` in a fresh ShapeEnv, only the dim ``symbolic`` = (input, dim) symbolic."""
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    fakes = []
+    for name, shape in shapes.items():
+        dims = [DimDynamic.DYNAMIC if (name, d) == symbolic else DimDynamic.STATIC for d in range(len(shape))]
+        fakes.append(mode.from_tensor(torch.rand(shape), symbolic_context=StatelessSymbolicContext(dynamic_sizes=dims)))
+    return mode, fakes
+
+
+@pytest.mark.parametrize("symbolic", _SYMBOLIC_DIMS, ids=[f"{n}{d}" for n, d in _SYMBOLIC_DIMS])
+def test_a_symbolic_dim_is_traced_without_guards(symbolic: tuple[str, int]) -> None:
+    """A dim the tracer keeps symbolic stays free: the op's checks compare concrete dims only (a comparison with a
+    symbolic one would add a guard that specializes the dim or narrows its range, and torch.export then refuses the
+    dynamic dim). The only guards are those of allocating the output itself; its shape follows the symbol."""
+    mode, (x, offset, weight, bias, mask) = _symbolic_inputs(symbolic, _SYMBOLIC_EXAMPLE)
+    env = mode.shape_env
+    with mode:
+        ho, wo = x.shape[2] - weight.shape[2] + 1, x.shape[3] - weight.shape[3] + 1
+        torch.empty(x.shape[0], weight.shape[0], ho, wo)  # the output's own guards (sizes >= 0, strides)
+        allocation_guards = [str(g.expr) for g in env.guards]
+        out = DEFORM_CONV2D(x, offset, weight, bias, mask, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
+                            offset_groups=1)
+    assert [str(g.expr) for g in env.guards] == allocation_guards
+    assert not env.replacements  # no dim specialized to its example size
+    assert tuple(out.shape) == (x.shape[0], weight.shape[0], ho, wo)
+
+
+def test_bad_concrete_dims_are_refused_beside_symbolic_ones() -> None:
+    """Symbolic dims are not checked, the concrete ones still are: with a symbolic batch, a wrong offset channel count
+    is refused naming the offset."""
+    shapes = dict(_SYMBOLIC_EXAMPLE, offset=(2, 17, 6, 7))
+    mode, tensors = _symbolic_inputs(("input", 0), shapes)
+    with mode, pytest.raises(InvalidInputError, match=r"'offset' has 17 channels"):
+        DEFORM_CONV2D(*tensors, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, offset_groups=1)
 
 
 def test_gradient_flows_to_every_input() -> None:
