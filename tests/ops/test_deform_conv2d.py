@@ -1,7 +1,9 @@
 """DeformConv2d: eager vs a loop reference, both exporters, decomposition in onnxruntime, bad inputs (CPU only)."""
 from __future__ import annotations
 
+import importlib
 import math
+from typing import Any
 
 import onnx
 import pytest
@@ -17,6 +19,8 @@ from torchtrt_ext.ops.deform_conv2d import DEFORM_CONV2D, torch_deform_conv2d
 from tests.helpers import node_attrs, op_types, rel_err, run_onnx, single_custom_node
 
 EXPORTERS = ["legacy", "dynamo"]
+# the module (the package exports the function under its name)
+_DEFORM_MODULE = importlib.import_module("torchtrt_ext.ops.deform_conv2d")
 
 
 def _bilinear(img: torch.Tensor, y: float, x: float) -> float:
@@ -104,18 +108,73 @@ def _run(case: dict, **overrides) -> torch.Tensor:
                          groups=case["groups"], **overrides)
 
 
+def _without_torchvision(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The eager op as where torchvision does not import: its own PyTorch math."""
+    monkeypatch.setattr(_DEFORM_MODULE, "_torchvision_op", lambda: None)
+
+
 @pytest.mark.parametrize("name", list(CASES))
-def test_eager_matches_loop_reference(name: str) -> None:
+def test_eager_matches_loop_reference(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The eager op (torchvision's where it imports), then the PyTorch math torchvision's absence leaves."""
     case = _case(**CASES[name])
     ref = loop_reference(**case)
     got = _run(case)
-    assert got.shape == ref.shape and got.dtype == torch.float32
-    assert rel_err(got, ref) < 1e-5 if ref.norm() > 0 else got.abs().max() < 1e-6
-    # the PyTorch implementation itself (the eager op may have used torchvision)
-    offset_groups = case["offset"].shape[1] // (2 * case["weight"].shape[2] * case["weight"].shape[3])
-    own = torch_deform_conv2d(case["x"], case["offset"], case["weight"], case["bias"], case["mask"], case["stride"],
-                              case["padding"], case["dilation"], case["groups"], offset_groups)
-    assert rel_err(own, ref) < 1e-5 if ref.norm() > 0 else own.abs().max() < 1e-6
+    _without_torchvision(monkeypatch)
+    own = _run(case)
+    for out in (got, own):
+        assert out.shape == ref.shape and out.dtype == torch.float32
+        assert rel_err(out, ref) < 1e-5 if ref.norm() > 0 else out.abs().max() < 1e-6
+
+
+def test_torchvision_is_used_where_it_imports() -> None:
+    """Where torchvision imports, the eager op is torchvision.ops.deform_conv2d on float32 inputs (real torchvision)."""
+    tv = _DEFORM_MODULE._torchvision_op()
+    if tv is None:
+        pytest.skip("torchvision does not import here (absent, or built for another torch: PyPI's torchvision 0.28.0 "
+                    "wheel is a CUDA build that needs libtorch_cuda.so, which the CPU torch lacks)")
+    case = _case(**CASES["mixed"])
+    expected = tv(case["x"], case["offset"], case["weight"], case["bias"], stride=case["stride"],
+                  padding=case["padding"], dilation=case["dilation"], mask=case["mask"])
+    assert torch.equal(_run(case), expected)
+
+
+class TorchvisionStandIn:
+    """A stand-in for ``torchvision.ops.deform_conv2d`` (torchvision cannot run here): for the orchestration of the
+    eager op's torchvision branch only, that every argument reaches torchvision's slot. torchvision 0.28's signature
+    and argument handling (stride/padding/dilation as an int or a pair of ints, groups and offset groups from the
+    shapes), one float dtype as its CPU kernel needs (stricter: float32 only); the math is the op's PyTorch one."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, input: torch.Tensor, offset: torch.Tensor, weight: torch.Tensor,
+                 bias: torch.Tensor | None = None, stride: Any = (1, 1), padding: Any = (0, 0),
+                 dilation: Any = (1, 1), mask: torch.Tensor | None = None) -> torch.Tensor:
+        self.calls += 1
+        for t in (input, offset, weight, bias, mask):
+            if t is not None and not (isinstance(t, torch.Tensor) and t.dtype == torch.float32):
+                raise TypeError(f"stand-in torchvision: expected float32 tensors, got {t!r:.40}")
+        pairs = [torch.nn.modules.utils._pair(v) for v in (stride, padding, dilation)]
+        if not all(isinstance(v, int) for pair in pairs for v in pair):
+            raise TypeError(f"stand-in torchvision: stride, padding, dilation must be ints, got {pairs}")
+        kh, kw = weight.shape[-2:]
+        return torch_deform_conv2d(input, offset, weight, bias, mask, *pairs, input.shape[1] // weight.shape[1],
+                                   offset.shape[1] // (2 * kh * kw))
+
+
+@pytest.mark.parametrize("name,dtype", [("mixed", torch.float32), ("no_mask_no_bias", torch.float32),
+                                        ("groups2_offset_groups4", torch.float32), ("offset_groups2", torch.float16)])
+def test_the_torchvision_branch_passes_every_argument(name: str, dtype: torch.dtype,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through a stand-in torchvision (see TorchvisionStandIn): the result is the loop reference's, in the inputs'
+    dtype, so no argument was dropped, swapped or left in another dtype."""
+    stand_in = TorchvisionStandIn()
+    monkeypatch.setattr(_DEFORM_MODULE, "_torchvision_op", lambda: stand_in)
+    case = _case(**CASES[name])
+    ref = loop_reference(**case)
+    got = _run({k: v.to(dtype) if isinstance(v, torch.Tensor) else v for k, v in case.items()})
+    assert stand_in.calls == 1 and got.dtype == dtype
+    assert rel_err(got, ref) < (1e-5 if dtype == torch.float32 else 1e-2)
 
 
 def test_border_rules_point_by_point() -> None:
