@@ -340,12 +340,15 @@ def test_decomposition_matches_eager(exporter: str, name: str, mask: bool, bias:
         assert rel_err(got, ref) < 1e-5
 
 
-def test_decomposition_with_dynamic_spatial_size() -> None:
+@pytest.mark.parametrize("exporter", EXPORTERS)
+def test_decomposition_with_dynamic_spatial_size(exporter: str) -> None:
+    """Dynamic batch and spatial dims (the offset's and mask's named apart from the input's) through either exporter:
+    the decomposed graph runs at another batch and spatial size."""
     model = OpModel(**CASES["stride2"]).eval()
     dynamic = {"x": {0: "batch", 2: "h", 3: "w"}, "offset": {0: "batch", 2: "ho", 3: "wo"},
                "mask": {0: "batch", 2: "ho", 3: "wo"}}
     onnx_model = torchtrt_ext.export_onnx(model, _inputs(**CASES["stride2"]), dynamic_shapes=dynamic,
-                                          exporter="legacy")
+                                          exporter=exporter)
     decomposed = torchtrt_ext.passes.decompose_custom_ops(onnx_model)
     x, offset, m = _inputs(3, **dict(CASES["stride2"], h=9, w=12))
     (got,) = run_onnx(decomposed, {"x": x, "offset": offset, "mask": m})
