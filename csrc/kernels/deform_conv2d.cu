@@ -30,10 +30,10 @@
 // then give the three products that matter: lo_w * hi_c + hi_w * lo_c (one GEMM of 2 * rows_pad steps), then
 // hi_w * hi_c added to it (beta = 1), so the large products sum apart from the small ones. H200, 8x256x64x64 (issue
 // 17): relative error against float64 4.2e-6, the two GEMMs 114 + 77 us, where true FP32 (CUBLAS_COMPUTE_32F,
-// 1.4e-6) took 743 us. 3xTF32 (TF32 pairs) was measured too: 5.4e-6 but 436 us, as TF32 runs at half bf16's rate and its
-// pairs double the bytes; with all products in one GEMM the error was 1.2e-5 (TF32) and 1.3e-5 (bf16), since the
-// tensor cores' FP32 sums lose bits against the large running sum. Where cuBLASLt has no bf16 algorithm, float32
-// runs one true FP32 GEMM.
+// 1.4e-6) took 743 us. bench/fp32_gemm.py times the alternatives: TF32 pairs (3xTF32) keep 5.4e-6 but take 2.1x
+// as long (TF32 runs at half bf16's rate); all three products in ONE GEMM give 1.3e-5 (bf16; 1.2e-5 was TF32's in
+// session 7), since the tensor cores' FP32 sums lose bits against the large running sum. Where cuBLASLt has no bf16
+// algorithm, float32 runs one true FP32 GEMM.
 //
 // Our own GEMM (no cuBLASLt): out[img][g * Mg + m][p] = sum_r prep[g * Mg + m][r] * columns[img * P + p][g * rows_pad
 // + r] over the rows_pad rows, both operands K-contiguous ("TN"). Block tile kBM x kBN (output channels x pixels of
