@@ -459,3 +459,29 @@ def test_a_gradient_through_an_output_no_input_reaches() -> None:
     twice, mask = op(x)
     (twice.sum() + mask.sum()).backward()
     assert torch.equal(x.grad, torch.full((3, 4), 2.0))
+
+
+def test_meta_tensors_take_the_shape_rule_even_where_the_math_reads_values() -> None:
+    """x / max|x| reads a value, which a meta tensor (what torch.export and torch.compile trace with) does not have:
+    the op's outputs there come from its shape rule, not from running the math."""
+    op = define_op(OpSpec(name=f"TestByMax{next(_SERIAL)}", inputs=("x",), outputs=("y",), attrs=(),
+                          eager=lambda x: x / float(x.abs().max()),
+                          shape_rule=lambda shapes, dtypes: [(shapes[0], dtypes[0])],
+                          decompose=lambda d, inputs, outputs: None))
+    x = torch.randn(2, 3)
+    assert torch.equal(op(x), x / float(x.abs().max()))
+    y = op(x.to("meta"))
+    assert (y.device.type, y.shape, y.dtype) == ("meta", (2, 3), torch.float32)
+
+
+def test_shape_inference_keeps_a_named_dim_through_the_rule() -> None:
+    """A dim the rule passes through unchanged keeps its name (dim_param) on the op's output."""
+    op = _weighted_op()
+    helper = onnx.helper
+    nodes = [op.spec.make_node(["x"], ["y"]), helper.make_node("Relu", ["y"], ["z"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", 3])],
+                              [helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("torchtrt_ext", 1)])
+    inferred = torchtrt_ext.passes.infer_shapes(model)
+    (y,) = [v for v in inferred.graph.value_info if v.name == "y"]
+    assert [d.dim_param or d.dim_value for d in y.type.tensor_type.shape.dim] == ["batch", 3]
