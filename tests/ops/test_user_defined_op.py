@@ -377,9 +377,14 @@ def test_wrong_input_counts_and_types_are_named() -> None:
 
 
 def test_an_eager_function_returning_another_number_of_outputs_is_refused() -> None:
-    op = define_op(axpy_prod_spec(eager=lambda a, b, alpha: [a, b, a * b]))
+    # one tensor of 2 rows for 2 outputs: refused, not split into its rows (a silently wrong result)
+    one = define_op(axpy_prod_spec(eager=lambda a, b, alpha: a + b))
+    with pytest.raises(OpDefinitionError, match="eager function must return 2 tensors, got Tensor"):
+        one(torch.randn(2, 3), torch.randn(2, 3))
+    # three for two: refused before torch's dispatcher sees them (it may crash on more outputs than its schema has)
+    three = define_op(axpy_prod_spec(eager=lambda a, b, alpha: [a, b, a * b]))
     with pytest.raises(OpDefinitionError, match="eager function must return 2 tensors, got list"):
-        op(torch.randn(2), torch.randn(2))
+        three(torch.randn(2), torch.randn(2))
 
 
 def test_calls_with_and_without_an_optional_input_are_each_checked_once() -> None:
