@@ -128,7 +128,7 @@ cudaError_t toCuda(LtStatus status) {
     }
 }
 
-using Key = std::array<int64_t, 15>;
+using Key = std::array<int64_t, 16>;
 constexpr size_t kMaxPlans = 512;  // distinct shapes kept; then the cache starts over
 
 // The handles and plans of the process, guarded by one mutex. Never destroyed: at exit cuBLASLt and the CUDA context
@@ -172,12 +172,14 @@ LtStatus makePlan(Plan& plan, Shape const& s, LtHandle handle) {
     if (st == kLtSuccess) st = lt.descSet(plan.desc, kDescTransB, &kOpN, sizeof(kOpN));
     struct Matrix {
         LtLayout* layout;
+        cudaDataType_t type;
         int64_t rows, cols, ld, stride;
     };
-    for (Matrix const& m : {Matrix{&plan.a, s.k, s.m, s.lda, s.stride_a}, Matrix{&plan.b, s.k, s.n, s.ldb, s.stride_b},
-                            Matrix{&plan.d, s.m, s.n, s.ldd, s.stride_d}}) {
+    for (Matrix const& m : {Matrix{&plan.a, s.type, s.k, s.m, s.lda, s.stride_a},
+                            Matrix{&plan.b, s.type, s.k, s.n, s.ldb, s.stride_b},
+                            Matrix{&plan.d, s.out_type, s.m, s.n, s.ldd, s.stride_d}}) {
         int32_t const count = static_cast<int32_t>(s.batch);
-        if (st == kLtSuccess) st = lt.layoutCreate(m.layout, s.type, m.rows, m.cols, m.ld);
+        if (st == kLtSuccess) st = lt.layoutCreate(m.layout, m.type, m.rows, m.cols, m.ld);
         if (st == kLtSuccess) st = lt.layoutSet(*m.layout, kLayoutBatchCount, &count, sizeof(count));
         if (st == kLtSuccess) st = lt.layoutSet(*m.layout, kLayoutBatchStride, &m.stride, sizeof(m.stride));
     }
@@ -233,8 +235,8 @@ std::shared_ptr<Plan const> plan(Shape const& s, cudaError_t& status) noexcept {
         int device = 0;
         status = cudaGetDevice(&device);
         if (status != cudaSuccess) return nullptr;
-        Key const key{device,     static_cast<int64_t>(s.type), s.m,        s.n,        s.k,       s.lda,
-                      s.ldb,      s.ldd, s.batch, s.stride_a, s.stride_b, s.stride_d, s.align_a, s.align_b, s.align_d};
+        Key const key{device, static_cast<int64_t>(s.type), static_cast<int64_t>(s.out_type), s.m, s.n, s.k, s.lda,
+                      s.ldb, s.ldd, s.batch, s.stride_a, s.stride_b, s.stride_d, s.align_a, s.align_b, s.align_d};
         Cache& c = cache();
         std::lock_guard<std::mutex> lock(c.mutex);
         auto const found = c.plans.find(key);
@@ -263,8 +265,9 @@ std::shared_ptr<Plan const> plan(Shape const& s, cudaError_t& status) noexcept {
     }
 }
 
-cudaError_t run(Plan const& p, void const* a, void const* b, void* d, void* workspace, cudaStream_t stream) noexcept {
-    float const alpha = 1.f, beta = 0.f;
+cudaError_t run(Plan const& p, void const* a, void const* b, void* d, bool accumulate, void* workspace,
+                cudaStream_t stream) noexcept {
+    float const alpha = 1.f, beta = accumulate ? 1.f : 0.f;
     return toCuda(api().matmul(p.handle, p.desc, &alpha, a, p.a, b, p.b, &beta, d, p.d, d, p.d, &p.algo, workspace,
                                static_cast<size_t>(kWorkspaceBytes), stream));
 }

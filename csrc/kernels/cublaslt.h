@@ -26,11 +26,11 @@ namespace cublaslt {
 constexpr int64_t kWorkspaceBytes = int64_t{4} << 20;
 
 // One strided-batched "TN" GEMM, column-major as cuBLAS sees it: for each batch b,
-//   D[b] (m x n, ldd) = A[b]^T (A: k x m, lda) * B[b] (k x n, ldb),
-// all matrices of `type`, sums in FP32 (CUBLAS_COMPUTE_32F: fp16/bf16 on tensor cores with FP32 accumulation;
-// float32 as true FP32, never TF32).
+//   D[b] (m x n, ldd) = A[b]^T (A: k x m, lda) * B[b] (k x n, ldb)  [+ D[b] when run() accumulates],
+// A and B of `type`, D of `out_type`, sums in FP32 (CUBLAS_COMPUTE_32F: fp16/bf16 on tensor cores with FP32
+// accumulation; float32 as true FP32, never TF32).
 struct Shape {
-    cudaDataType_t type;
+    cudaDataType_t type, out_type;
     int64_t m, n, k, lda, ldb, ldd;
     int64_t batch, stride_a, stride_b, stride_d;
     int32_t align_a, align_b, align_d;  // bytes the pointers are aligned to (a power of 2, at most 256)
@@ -48,8 +48,10 @@ char const* describe() noexcept;
 // it (status then says which: cudaErrorNotSupported, or the error of a failed cuBLASLt call).
 std::shared_ptr<Plan const> plan(Shape const& shape, cudaError_t& status) noexcept;
 
-// Enqueues the planned GEMM on `stream` (workspace: kWorkspaceBytes, 256-byte aligned). Returns a cudaError_t.
-cudaError_t run(Plan const& plan, void const* a, void const* b, void* d, void* workspace, cudaStream_t stream) noexcept;
+// Enqueues the planned GEMM on `stream` (workspace: kWorkspaceBytes, 256-byte aligned); `accumulate` adds the
+// product to what D holds (beta = 1) instead of overwriting it. Returns a cudaError_t.
+cudaError_t run(Plan const& plan, void const* a, void const* b, void* d, bool accumulate, void* workspace,
+                cudaStream_t stream) noexcept;
 
 // The alignment Shape wants for a pointer: its largest power-of-2 divisor, at most 256.
 int32_t alignmentOf(void const* ptr) noexcept;

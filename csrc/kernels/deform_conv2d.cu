@@ -23,11 +23,17 @@
 // The prepared weight: prep[oc][k * Cg + c'] = weight[oc][c'][k], bias[oc] in the ones row's place, zeros after it:
 // written per call by the first pass's sampling launch, and read by either GEMM, which so adds the bias.
 //
-// cuBLASLt: per conv group, one strided-batched TN GEMM (a batch per image) with the prepared weight; float32 in
-// true FP32 (CUBLAS_COMPUTE_32F). 3xTF32 through cuBLASLt (columns and weight split in the sampler, two GEMMs) was
-// faster (H200, 8x256x64x64: 844 us against 1185 us for our own GEMM) but its relative error against float64 was
-// 1.2e-5, growing with the reduction length, even with both parts rounded to nearest: the tensor cores' FP32 sums
-// over the whole reduction; our own kernel folds them every 32 steps.
+// cuBLASLt: per conv group, one strided-batched TN GEMM (a batch per image) with the prepared weight. float32 is
+// split into bf16 pairs ("split"): the sampler and the weight copy write every value x as hi = bf16(x) and
+// lo = bf16(x - hi) (x = hi + lo within 2^-18 |x|), a group's rows as [hi rows | lo rows] in the columns and
+// [lo rows | hi rows] in the prepared weight, the same bytes as float32. Two GEMMs with FP32 sums and a float32 output
+// then give the three products that matter: lo_w * hi_c + hi_w * lo_c (one GEMM of 2 * rows_pad steps), then
+// hi_w * hi_c added to it (beta = 1), so the large products sum apart from the small ones. H200, 8x256x64x64 (issue
+// 17): relative error against float64 4.2e-6, the two GEMMs 114 + 77 us, where true FP32 (CUBLAS_COMPUTE_32F,
+// 1.4e-6) took 743 us. bench/fp32_gemm.py times the alternatives: TF32 pairs (3xTF32) keep 5.4e-6 but take 2.1x
+// as long (TF32 runs at half bf16's rate); all three products in ONE GEMM give 1.3e-5 (bf16; 1.2e-5 was TF32's in
+// session 7), since the tensor cores' FP32 sums lose bits against the large running sum. Where cuBLASLt has no bf16
+// algorithm, float32 runs one true FP32 GEMM.
 //
 // Our own GEMM (no cuBLASLt): out[img][g * Mg + m][p] = sum_r prep[g * Mg + m][r] * columns[img * P + p][g * rows_pad
 // + r] over the rows_pad rows, both operands K-contiguous ("TN"). Block tile kBM x kBN (output channels x pixels of
@@ -56,7 +62,8 @@ namespace deform_conv2d_detail {
 
 constexpr int kThreads = 256;
 // Sampling blocks per SM the register allocator must allow: 4 (64 registers) is the most that compiles without spills
-// (sm_90, ptxas -v: 5 blocks, 48 registers, spill; unrolling the tap loop spills at 64).
+// (sm_90, ptxas -v: 5 blocks, 48 registers, spill; unrolling the tap loop spills at 64). The float32 split sampler
+// spills 4 bytes at 64 registers; 3 blocks (no spill) were slower on the H200: 185.7 against 144.1 us at 8x256x64x64.
 constexpr int kSampleBlocks = 4;
 constexpr int64_t kMaxGridX = 0x7fffffff;
 constexpr int64_t kMaxGridYZ = 65535;
@@ -280,28 +287,44 @@ struct SampleParams {
     int64_t channels, height, width, kernel_w, out_w, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
     int64_t taps, pixels, offset_groups, per_group, per_offset_group;
     int64_t rows, rows_pad;  // a group's rows (per_group * taps), then its ones row and zeros up to rows_pad
-    int64_t ld;              // column values per pixel (groups * rows_pad)
+    int64_t ld;              // column values per pixel (groups * rows_pad; twice that when split)
 };
 
 // The prepared weight (see the top of this file), written by the first pass's sampling launch besides its columns
 // (one launch less: H200, 4x128x100x76 fp16, a kernel of its own took 2.1 us plus the gap between launches).
 // total = 0: nothing to write. 32-bit indices (total <= kMaxWeightCopy) keep the sampling kernel's registers down.
-template <typename T>
+// Col: the element type of the columns and the prepared weight: T, or __nv_bfloat16 for a float32 op split into
+// bf16 pairs (see the top of this file), whose rows then hold the lo parts and the hi parts one after the other.
+template <typename T, typename Col>
 struct WeightCopy {
     T const* weight;
     T const* bias;
-    T* prep;
-    uint32_t total, rows, rows_pad, per_group, taps;
+    Col* prep;
+    uint32_t total, rows, rows_pad, per_group, taps;  // total: out_channels * rows_pad values
 };
 
-template <typename T>
-__device__ __forceinline__ void copyWeight(WeightCopy<T> const& w) {
+// x = hi + lo + e with hi, lo bf16 rounded to nearest, |e| <= 2^-18 |x|; lo = 0 where hi is not finite (x - hi
+// would be NaN there).
+__device__ __forceinline__ float2 splitBf16(float x) {
+    float const hi = __bfloat162float(__float2bfloat16_rn(x));
+    return make_float2(hi, isfinite(hi) ? x - hi : 0.f);
+}
+
+template <typename T, typename Col>
+__device__ __forceinline__ void copyWeight(WeightCopy<T, Col> const& w) {
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < w.total; i += gridDim.x * blockDim.x) {
         uint32_t const oc = i / w.rows_pad, r = i - oc * w.rows_pad;
         uint32_t const k = r / w.per_group, c = r - k * w.per_group;  // row r = k * Cg + c of the columns
-        w.prep[i] = r < w.rows                          ? w.weight[static_cast<uint64_t>(oc) * w.rows + c * w.taps + k]
+        T const v = r < w.rows                          ? w.weight[static_cast<uint64_t>(oc) * w.rows + c * w.taps + k]
                     : r == w.rows && w.bias != nullptr ? w.bias[oc]
                                                        : fromF32<T>(0.f);
+        if constexpr (std::is_same_v<T, Col>) {
+            w.prep[i] = v;
+        } else {  // [lo parts | hi parts] per output channel
+            float2 const parts = splitBf16(v);
+            w.prep[i + oc * w.rows_pad] = fromF32<Col>(parts.y);
+            w.prep[i + (oc + 1) * w.rows_pad] = fromF32<Col>(parts.x);
+        }
     }
 }
 
@@ -345,26 +368,32 @@ __device__ __forceinline__ Corners<Idx> cornersOf(T const* __restrict__ offset, 
     return c;
 }
 
-// The VEC channels at src of one tap, interpolated (FP32).
+// The VEC channels at src of one tap, interpolated (FP32), read in packs of at most 16 bytes.
 template <typename T, int VEC, typename Idx>
 __device__ __forceinline__ void interpolate(T const* __restrict__ src, Corners<Idx> const& c, float (&acc)[VEC]) {
+    constexpr int kLoad = VEC * sizeof(T) > 16 ? 16 / sizeof(T) : VEC;
 #pragma unroll
     for (int e = 0; e < VEC; ++e) acc[e] = 0.f;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
         if (c.at[q] < 0) continue;  // a corner outside the image contributes 0 (it is not read)
-        Pack<T, VEC> const v = *reinterpret_cast<Pack<T, VEC> const*>(src + c.at[q]);
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) acc[e] += c.w[q] * elementF32(v, e);
+        for (int h = 0; h < VEC; h += kLoad) {
+            Pack<T, kLoad> const v = *reinterpret_cast<Pack<T, kLoad> const*>(src + c.at[q] + h);
+#pragma unroll
+            for (int e = 0; e < kLoad; ++e) acc[h + e] += c.w[q] * elementF32(v, e);
+        }
     }
 }
 
 // Item = (image * P + pixel) * runs + run: the thread interpolates its run's VEC channels at every tap and stores
-// each tap's as one pack (row k * Cg + cg), then, as the group's last run, the ones row and the zeros after it.
-template <typename T, int VEC, typename Idx>
+// each tap's as one pack (row k * Cg + cg; split: its hi parts there and its lo parts rows_pad further), then, as the
+// group's last run, the ones row and the zeros after it.
+template <typename T, typename Col, int VEC, typename Idx>
 __global__ void __launch_bounds__(kThreads, kSampleBlocks)
     sampleKernel(T const* __restrict__ input, T const* __restrict__ offset, T const* __restrict__ mask,
-                 T* __restrict__ columns, SampleParams const p, Idx const items, WeightCopy<T> const copy) {
+                 Col* __restrict__ columns, SampleParams const p, Idx const items, WeightCopy<T, Col> const copy) {
+    constexpr bool kSplit = !std::is_same_v<T, Col>;
     copyWeight(copy);
     Idx const runs = static_cast<Idx>(p.channels / VEC);
     Idx const pixels = static_cast<Idx>(p.pixels);
@@ -383,30 +412,45 @@ __global__ void __launch_bounds__(kThreads, kSampleBlocks)
         int64_t const cg = c - gc * p.per_group;  // first channel of the run within its conv group
         int64_t const plane = static_cast<int64_t>(img) * p.offset_groups + c / p.per_offset_group;
         T const* src = input + static_cast<int64_t>(img) * p.height * p.width * p.channels + c;
-        T* group_rows = columns + static_cast<int64_t>(global_pix) * p.ld + gc * p.rows_pad;
-        T* dst = group_rows + cg;
+        Col* group_rows = columns + static_cast<int64_t>(global_pix) * p.ld + gc * p.rows_pad * (kSplit ? 2 : 1);
+        Col* dst = group_rows + cg;
 #pragma unroll 1
         for (int k = 0; k < taps; ++k) {
             float tap[VEC];
             interpolate<T, VEC, Idx>(src, cornersOf<T, Idx>(offset, mask, p, plane, pix, oy, ox, k), tap);
-            storePack<T, VEC>(dst + k * p.per_group, tap);
+            if constexpr (kSplit) {
+                Pack<Col, VEC> hi, lo;
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) {
+                    float2 const parts = splitBf16(tap[e]);
+                    hi.v[e] = fromF32<Col>(parts.x);
+                    lo.v[e] = fromF32<Col>(parts.y);
+                }
+                writePack(dst + k * p.per_group, hi);
+                writePack(dst + p.rows_pad + k * p.per_group, lo);
+            } else {
+                storePack<Col, VEC>(dst + k * p.per_group, tap);
+            }
         }
         if (cg + VEC == p.per_group) {  // the group's last run also writes the ones row and the zeros after it
-            for (int64_t r = p.rows; r < p.rows_pad; ++r) group_rows[r] = fromF32<T>(r == p.rows);
+            for (int64_t r = p.rows; r < p.rows_pad; ++r) {
+                group_rows[r] = fromF32<Col>(r == p.rows);
+                if constexpr (kSplit) group_rows[p.rows_pad + r] = fromF32<Col>(0.f);
+            }
         }
     }
 }
 
-template <typename T, int VEC>
-cudaError_t launchSample(T const* input, T const* offset, T const* mask, T* columns, SampleParams const& p,
-                         int64_t items, WeightCopy<T> const& copy, int sms, cudaStream_t stream) {
+template <typename T, typename Col, int VEC>
+cudaError_t launchSample(T const* input, T const* offset, T const* mask, Col* columns, SampleParams const& p,
+                         int64_t items, WeightCopy<T, Col> const& copy, int sms, cudaStream_t stream) {
     int64_t const blocks = std::min<int64_t>((items + kThreads - 1) / kThreads, int64_t{sms} * 16);
     // 32-bit index arithmetic (cheaper divisions, fewer registers) when the items and one image's elements fit
     if (items <= 0x7fffffff - kThreads * blocks && p.height * p.width * p.channels <= 0x7fffffff) {
-        sampleKernel<T, VEC, int32_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+        sampleKernel<T, Col, VEC, int32_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
             input, offset, mask, columns, p, static_cast<int32_t>(items), copy);
     } else {
-        sampleKernel<T, VEC, int64_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+        sampleKernel<T, Col, VEC, int64_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
             input, offset, mask, columns, p, items, copy);
     }
     return cudaGetLastError();
@@ -724,54 +768,136 @@ inline int32_t alignmentOver(void const* base, std::initializer_list<int64_t> st
 struct Route {
     int64_t slice = 0;  // images per pass: as many as fit, spread evenly over the passes
     int64_t passes = 0;
-    std::shared_ptr<cublaslt::Plan const> plans[2];  // cuBLASLt: [a full pass, the last pass]; null: our own GEMM
+    bool split = false;  // float32 as bf16 pairs: two cuBLASLt GEMMs per group (see the top of this file)
+    // cuBLASLt's plans for [a full pass, the last pass]: [0] the GEMM (split: the cross products), [1] split: hi * hi.
+    // Null: our own GEMM.
+    std::shared_ptr<cublaslt::Plan const> plans[2][2];
 };
 
-// The route of a call: cuBLASLt where it is loaded and has algorithms for every GEMM of the call (per conv group g
-// and pass: D = out + g * Mg * P, pixels x Mg, ld P; A = group g's columns, rows_pad x pixels; B = group g's
-// prepared weight, rows_pad x Mg; one batch per image), else our own GEMM. False: neither can run (no cuBLASLt and
-// a device below sm_80).
 template <typename T>
-bool chooseRoute(Route& r, OpSizes const& s, Device const& dev, int64_t room, T const* columns, T const* prep,
+constexpr cudaDataType_t cudaTypeOf() {
+    return std::is_same_v<T, float> ? CUDA_R_32F : std::is_same_v<T, __half> ? CUDA_R_16F : CUDA_R_16BF;
+}
+
+// cuBLASLt's plans for every GEMM of the call (per conv group g and pass: D = out + g * Mg * P, pixels x Mg, ld P;
+// A = group g's columns; B = group g's prepared weight; one batch per image), split or not. False when one is missing.
+template <typename T>
+bool planGemms(Route& r, OpSizes const& s, bool split, void const* columns, void const* prep, T const* out) {
+    int64_t const parts = split ? 2 : 1, e = split ? 2 : static_cast<int64_t>(sizeof(T));
+    int64_t const pixels = s.pixels(), mg = s.out_channels / s.groups, rp = s.rowsPad(), ld = parts * s.ld();
+    int32_t const align_a = alignmentOver(columns, {parts * rp * e, pixels * ld * e});
+    int32_t const align_b = split ? alignmentOver(prep, {mg * parts * rp * e, rp * e}) : alignmentOver(prep, {mg * rp * e});
+    int64_t const out_elem = sizeof(T);
+    int32_t const align_d = alignmentOver(out, {mg * pixels * out_elem, s.out_channels * pixels * out_elem});
+    auto const planFor = [&](int64_t images, int64_t k) {
+        cublaslt::Shape const shape{split ? CUDA_R_16BF : cudaTypeOf<T>(), cudaTypeOf<T>(), pixels, mg, k, ld,
+                                    parts * rp, pixels, images, pixels * ld, 0, s.out_channels * pixels, align_a,
+                                    align_b, align_d};
+        cudaError_t status = cudaSuccess;
+        return cublaslt::plan(shape, status);
+    };
+    int64_t const last = s.n - (r.passes - 1) * r.slice;
+    r.plans[0][0] = r.plans[0][1] = r.plans[1][0] = r.plans[1][1] = nullptr;
+    for (int kind = 0; kind < 2; ++kind) {
+        if (kind == 1 && last == r.slice) {  // one cache lookup when the passes are equal
+            r.plans[1][0] = r.plans[0][0];
+            r.plans[1][1] = r.plans[0][1];
+            break;
+        }
+        int64_t const images = kind == 0 ? r.slice : last;
+        r.plans[kind][0] = planFor(images, parts * rp);
+        if (split) r.plans[kind][1] = planFor(images, rp);
+        if (r.plans[kind][0] == nullptr || (split && r.plans[kind][1] == nullptr)) return false;
+    }
+    r.split = split;
+    return true;
+}
+
+// The route of a call: cuBLASLt where it is loaded and has algorithms for every GEMM of the call (float32: split
+// into bf16 pairs, else in true FP32), else our own GEMM. False: neither can run (no cuBLASLt and a device below sm_80).
+template <typename T>
+bool chooseRoute(Route& r, OpSizes const& s, Device const& dev, int64_t room, void const* columns, void const* prep,
                  T const* out) {
     int64_t const image = s.imageColumnsBytes();
     int64_t const fit = image > 0 ? std::min(s.n, room / image) : s.n;
     r.passes = (s.n + fit - 1) / fit;
     r.slice = (s.n + r.passes - 1) / r.passes;
     if (cublaslt::available()) {
-        cudaDataType_t const type = std::is_same_v<T, float>    ? CUDA_R_32F
-                                    : std::is_same_v<T, __half> ? CUDA_R_16F
-                                                                : CUDA_R_16BF;
-        int64_t const e = sizeof(T), pixels = s.pixels(), mg = s.out_channels / s.groups, rp = s.rowsPad();
-        int32_t const align_a = alignmentOver(columns, {rp * e, pixels * s.ld() * e});
-        int32_t const align_b = alignmentOver(prep, {mg * rp * e});
-        int32_t const align_d = alignmentOver(out, {mg * pixels * e, s.out_channels * pixels * e});
-        auto const planFor = [&](int64_t images) {
-            cublaslt::Shape const shape{type,   pixels, mg, rp, s.ld(), rp, pixels, images, pixels * s.ld(), 0,
-                                        s.out_channels * pixels, align_a, align_b, align_d};
-            cudaError_t status = cudaSuccess;
-            return cublaslt::plan(shape, status);
-        };
-        int64_t const last = s.n - (r.passes - 1) * r.slice;
-        r.plans[0] = planFor(r.slice);
-        r.plans[1] = last == r.slice ? r.plans[0] : planFor(last);  // one cache lookup when the passes are equal
-        if (r.plans[0] != nullptr && r.plans[1] != nullptr) return true;
-        r.plans[0] = r.plans[1] = nullptr;
+        if (std::is_same_v<T, float> && planGemms<T>(r, s, true, columns, prep, out)) return true;
+        if (planGemms<T>(r, s, false, columns, prep, out)) return true;
+        r.plans[0][0] = r.plans[1][0] = nullptr;  // what the failed attempt found: our own GEMM runs
     }
     return dev.major >= 8;  // our own GEMM needs sm_80+
 }
 
+// Channels per thread: a 16-byte store of columns (split: 8 floats, two 16-byte loads per corner, for 16-byte stores
+// of the hi and the lo parts; 4 floats and 8-byte stores took 221.7 us instead of 144.1 at 8x256x64x64 on the H200).
+template <typename Col>
+constexpr int kSampleVec = 16 / sizeof(Col);
+
 // The sampling of one pass (items: images * pixels * runs of channels).
-template <typename T>
-cudaError_t sampleColumns(T const* x, T const* offset, T const* mask, T* columns, SampleParams const& sp, bool vec,
-                          int64_t images, WeightCopy<T> const& copy, int sms, cudaStream_t stream) {
-    constexpr int kVec = 16 / sizeof(T);
+template <typename T, typename Col>
+cudaError_t sampleColumns(T const* x, T const* offset, T const* mask, Col* columns, SampleParams const& sp, bool vec,
+                          int64_t images, WeightCopy<T, Col> const& copy, int sms, cudaStream_t stream) {
+    constexpr int kVec = kSampleVec<Col>;
     int64_t const items = images * sp.pixels * (vec ? sp.channels / kVec : sp.channels);
-    return vec ? launchSample<T, kVec>(x, offset, mask, columns, sp, items, copy, sms, stream)
-               : launchSample<T, 1>(x, offset, mask, columns, sp, items, copy, sms, stream);
+    return vec ? launchSample<T, Col, kVec>(x, offset, mask, columns, sp, items, copy, sms, stream)
+               : launchSample<T, Col, 1>(x, offset, mask, columns, sp, items, copy, sms, stream);
 }
 
 // ------------------------------------------------------------------------------------------------ the whole op
+// The passes of a call whose route is chosen (Col: the columns' element type, see WeightCopy), from the channels-last
+// input `nhwc`.
+template <typename T, typename Col>
+cudaError_t runPasses(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, T const* nhwc, Route const& route,
+                      unsigned char* base, Device const& dev, cudaStream_t stream) {
+    int64_t const pixels = s.pixels(), taps = s.taps(), rp = s.rowsPad(), mg = s.out_channels / s.groups;
+    int64_t const parts = std::is_same_v<T, Col> ? 1 : 2;
+    Col* prep = reinterpret_cast<Col*>(base + s.nhwcBytes());
+    void* lt_workspace = base + s.nhwcBytes() + s.preparedBytes();
+    Col* columns = reinterpret_cast<Col*>(base + s.fixedBytes());
+    T const* off = static_cast<T const*>(t.offset);
+    T const* msk = static_cast<T const*>(t.mask);
+    SampleParams const sp{s.channels, s.height, s.width, s.kernel_w, s.out_w, s.stride_h, s.stride_w, s.pad_h,
+                          s.pad_w, s.dil_h, s.dil_w, taps, pixels, s.offset_groups, s.channels / s.groups,
+                          s.channels / s.offset_groups, s.rows(), rp, parts * s.ld()};
+    constexpr int kVec = kSampleVec<Col>;
+    // Runs of kVec channels when the channel counts and the pointer allow. (A thread per channel for small problems,
+    // for more threads in flight, was slower on the H200: 1x64x40x40 sampling 14.2 vs 9.3 us fp32, 13.2 vs 11.6 fp16.)
+    bool const vec = sp.per_group % kVec == 0 && sp.per_offset_group % kVec == 0 && aligned16(nhwc);
+    for (int64_t n0 = 0; n0 < s.n; n0 += route.slice) {
+        int64_t const m = std::min(route.slice, s.n - n0);
+        T const* x = nhwc + n0 * s.height * s.width * s.channels;
+        T const* o = off + n0 * 2 * s.offset_groups * taps * pixels;
+        T const* mk = msk != nullptr ? msk + n0 * s.offset_groups * taps * pixels : nullptr;
+        WeightCopy<T, Col> const copy{static_cast<T const*>(t.weight), static_cast<T const*>(t.bias), prep,
+                                      static_cast<uint32_t>(n0 == 0 ? s.out_channels * rp : 0),
+                                      static_cast<uint32_t>(s.rows()), static_cast<uint32_t>(rp),
+                                      static_cast<uint32_t>(sp.per_group), static_cast<uint32_t>(taps)};
+        cudaError_t status = sampleColumns<T, Col>(x, o, mk, columns, sp, vec, m, copy, dev.sms, stream);
+        if (status != cudaSuccess) return status;
+        T* y = static_cast<T*>(t.output) + n0 * s.out_channels * pixels;
+        auto const& plans = route.plans[m == route.slice ? 0 : 1];
+        if (plans[0] != nullptr) {
+            for (int64_t g = 0; g < s.groups && status == cudaSuccess; ++g) {
+                Col const* a = columns + g * parts * rp;
+                Col const* b = prep + g * mg * parts * rp;
+                T* d = y + g * mg * pixels;
+                // split: lo_w * hi_c + hi_w * lo_c (weight [lo | hi] against columns [hi | lo]), then + hi_w * hi_c
+                status = cublaslt::run(*plans[0], a, b, d, false, lt_workspace, stream);
+                if (route.split && status == cudaSuccess) {
+                    status = cublaslt::run(*plans[1], a, b + rp, d, true, lt_workspace, stream);
+                }
+            }
+        } else if constexpr (std::is_same_v<T, Col>) {
+            GemmParams const gp{mg, rp, s.ld(), m * pixels, pixels, s.out_channels};
+            status = launchGemm<T>(prep, columns, y, gp, s.groups, dev, stream);
+        }
+        if (status != cudaSuccess) return status;
+    }
+    return cudaSuccess;
+}
+
 template <typename T>
 int32_t deformConv2d(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, void* workspace,
                      int64_t workspace_bytes, cudaStream_t stream) {
@@ -788,69 +914,32 @@ int32_t deformConv2d(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, 
         (s.channels + kTransposeTile - 1) / kTransposeTile > kMaxGridYZ) {
         return static_cast<int32_t>(cudaErrorInvalidValue);
     }
-    T const* bias = static_cast<T const*>(t.bias);
     T* out = static_cast<T*>(t.output);
     if (!any_input) {  // the output is the bias
         int64_t const total = s.n * s.out_channels * pixels;
         fillBiasKernel<T><<<static_cast<unsigned>(std::min<int64_t>((total + kThreads - 1) / kThreads, 4096)),
-                            kThreads, 0, stream>>>(bias, out, total, s.out_channels, pixels);
+                            kThreads, 0, stream>>>(static_cast<T const*>(t.bias), out, total, s.out_channels, pixels);
         return static_cast<int32_t>(cudaGetLastError());
     }
     Device dev{};
-    cudaError_t const device_status = currentDevice(dev);
-    if (device_status != cudaSuccess) return static_cast<int32_t>(device_status);
+    cudaError_t status = currentDevice(dev);
+    if (status != cudaSuccess) return static_cast<int32_t>(status);
     auto* base = static_cast<unsigned char*>(workspace);
-    T* prep = reinterpret_cast<T*>(base + s.nhwcBytes());
-    void* lt_workspace = base + s.nhwcBytes() + s.preparedBytes();
-    T* columns = reinterpret_cast<T*>(base + fixed);
     Route route{};
-    if (!chooseRoute<T>(route, s, dev, workspace_bytes - fixed, columns, prep, out)) {
+    if (!chooseRoute<T>(route, s, dev, workspace_bytes - fixed, base + fixed, base + s.nhwcBytes(), out)) {
         return static_cast<int32_t>(cudaErrorNotSupported);  // no cuBLASLt, and our own GEMM needs sm_80+
     }
-    T const* in = static_cast<T const*>(t.input);
-    T const* off = static_cast<T const*>(t.offset);
-    T const* msk = static_cast<T const*>(t.mask);
-    T const* weight = static_cast<T const*>(t.weight);
-    T const* nhwc = in;
+    T const* nhwc = static_cast<T const*>(t.input);
     if (!s.channels_last) {
         T* dst = reinterpret_cast<T*>(base);
-        cudaError_t const status = launchTranspose<T>(in, dst, s.n, s.channels, s.height * s.width, stream);
+        status = launchTranspose<T>(nhwc, dst, s.n, s.channels, s.height * s.width, stream);
         if (status != cudaSuccess) return static_cast<int32_t>(status);
         nhwc = dst;
     }
-    int64_t const taps = s.taps(), rp = s.rowsPad(), mg = s.out_channels / s.groups;
-    bool const lt = route.plans[0] != nullptr;
-    SampleParams const sp{s.channels, s.height, s.width, s.kernel_w, s.out_w, s.stride_h, s.stride_w, s.pad_h,
-                          s.pad_w, s.dil_h, s.dil_w, taps, pixels, s.offset_groups, s.channels / s.groups,
-                          s.channels / s.offset_groups, s.rows(), rp, s.ld()};
-    constexpr int kVec = 16 / sizeof(T);
-    // Runs of kVec channels when the channel counts and the pointer allow. (A thread per channel for small problems,
-    // for more threads in flight, was slower on the H200: 1x64x40x40 sampling 14.2 vs 9.3 us fp32, 13.2 vs 11.6 fp16.)
-    bool const vec = sp.per_group % kVec == 0 && sp.per_offset_group % kVec == 0 && aligned16(nhwc);
-    for (int64_t n0 = 0; n0 < s.n; n0 += route.slice) {
-        int64_t const m = std::min(route.slice, s.n - n0);
-        T const* x = nhwc + n0 * s.height * s.width * s.channels;
-        T const* o = off + n0 * 2 * s.offset_groups * taps * pixels;
-        T const* mk = msk != nullptr ? msk + n0 * s.offset_groups * taps * pixels : nullptr;
-        WeightCopy<T> const copy{weight, bias, prep, static_cast<uint32_t>(n0 == 0 ? s.out_channels * rp : 0),
-                                 static_cast<uint32_t>(s.rows()), static_cast<uint32_t>(rp),
-                                 static_cast<uint32_t>(sp.per_group), static_cast<uint32_t>(taps)};
-        cudaError_t status = sampleColumns<T>(x, o, mk, columns, sp, vec, m, copy, dev.sms, stream);
-        if (status != cudaSuccess) return static_cast<int32_t>(status);
-        T* y = out + n0 * s.out_channels * pixels;
-        if (lt) {
-            cublaslt::Plan const& plan = *route.plans[m == route.slice ? 0 : 1];
-            for (int64_t g = 0; g < s.groups && status == cudaSuccess; ++g) {
-                status = cublaslt::run(plan, columns + g * rp, prep + g * mg * rp, y + g * mg * pixels, lt_workspace,
-                                       stream);
-            }
-        } else {
-            GemmParams const gp{mg, rp, s.ld(), m * pixels, pixels, s.out_channels};
-            status = launchGemm<T>(prep, columns, y, gp, s.groups, dev, stream);
-        }
-        if (status != cudaSuccess) return static_cast<int32_t>(status);
+    if constexpr (std::is_same_v<T, float>) {
+        if (route.split) return static_cast<int32_t>(runPasses<T, __nv_bfloat16>(s, t, nhwc, route, base, dev, stream));
     }
-    return static_cast<int32_t>(cudaSuccess);
+    return static_cast<int32_t>(runPasses<T, T>(s, t, nhwc, route, base, dev, stream));
 }
 
 }  // namespace deform_conv2d_detail

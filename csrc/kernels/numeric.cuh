@@ -28,13 +28,10 @@ struct alignas(sizeof(T) * VEC) Pack {
     T v[VEC];
 };
 
-// v rounded to T, stored at dst (aligned to the pack) as one access: a 16-byte pack by __stwb (st.global.wb.v4, the
-// default cache policy), as nvcc splits a plain uint4 or pack assignment through a T* into 2- and 4-byte stores.
+// A pack stored at dst (aligned to the pack) as one access: a 16-byte pack by __stwb (st.global.wb.v4, the default
+// cache policy), as nvcc splits a plain uint4 or pack assignment through a T* into 2- and 4-byte stores.
 template <typename T, int VEC>
-__device__ __forceinline__ void storePack(T* dst, float const (&v)[VEC]) {
-    Pack<T, VEC> pack;
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) pack.v[e] = fromF32<T>(v[e]);
+__device__ __forceinline__ void writePack(T* dst, Pack<T, VEC> const& pack) {
     if constexpr (sizeof(pack) == sizeof(uint4)) {
         uint4 bits;
         __builtin_memcpy(&bits, &pack, sizeof(bits));
@@ -42,6 +39,15 @@ __device__ __forceinline__ void storePack(T* dst, float const (&v)[VEC]) {
     } else {
         *reinterpret_cast<Pack<T, VEC>*>(dst) = pack;
     }
+}
+
+// v rounded to T, stored at dst as one pack (writePack).
+template <typename T, int VEC>
+__device__ __forceinline__ void storePack(T* dst, float const (&v)[VEC]) {
+    Pack<T, VEC> pack;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) pack.v[e] = fromF32<T>(v[e]);
+    writePack(dst, pack);
 }
 
 // Element j of a pack as FP32 (j a constant once the caller's loop is unrolled). A bf16 pair is read straight from the 32-bit word that holds it (bf16 is the upper half

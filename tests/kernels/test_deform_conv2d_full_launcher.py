@@ -246,6 +246,20 @@ def test_full_launcher_matches_float64_reference(name: str, dtype: torch.dtype) 
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("scale", [1e-30, 1e30], ids=["tiny", "huge"])
+def test_float32_keeps_its_accuracy_at_any_magnitude(scale: float) -> None:
+    """float32 runs as bf16 pairs (hi + lo) on cuBLASLt: bf16 has float32's exponent range, so inputs near 1e-30 or
+    1e30 keep the same relative error (a float16 split would underflow or overflow)."""
+    _library()
+    t = _make(CASES["long_reduction"])
+    t["input"] = t["input"] * scale
+    t["bias"] = t["bias"] * scale
+    got = _run(t, torch.float32)
+    err = rel_err(got.cpu(), _reference_f64(t, torch.float32))
+    assert err < TOLERANCES[torch.float32], f"input scaled by {scale:g}: relative error {err:.3g}"
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
 def test_a_workspace_of_one_image_gives_the_same_result_in_several_passes(dtype: torch.dtype) -> None:
     _library()

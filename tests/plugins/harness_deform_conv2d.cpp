@@ -465,7 +465,9 @@ void checkFormatMatrix(Checker& c, IPluginCreatorV3One* creator)
                 TensorFormat const f = static_cast<TensorFormat>(fi);
                 std::vector<DynamicPluginTensorDesc> io = dynDescsOf(shapes, t);
                 io[0] = dynDesc(shapes[0], t, f);
-                bool const expect0 = f == TensorFormat::kLINEAR && supported(t);
+                bool const channelsLast = (f == TensorFormat::kHWC && t == DataType::kFLOAT)
+                    || (f == TensorFormat::kHWC8 && (t == DataType::kHALF || t == DataType::kBF16)); // C = 8
+                bool const expect0 = (f == TensorFormat::kLINEAR && supported(t)) || channelsLast;
                 bool const got0 = bu->supportsFormatCombination(0, io.data(), nbIn, 1);
                 ++asked;
                 accepted += got0 ? 1 : 0;
@@ -500,10 +502,22 @@ void checkFormatMatrix(Checker& c, IPluginCreatorV3One* creator)
                 }
             }
         }
-        c.check(wrong.empty() && accepted == 3 * (1 + nbIn),
+        c.check(wrong.empty() && accepted == 6 * (1 + nbIn),
             "supportsFormatCombination matrix with " + std::to_string(nbIn) + " inputs (" + std::to_string(asked)
-                + " queries): LINEAR float32/float16/bfloat16, every tensor the input's type",
+                + " queries): LINEAR float32/float16/bfloat16, the input also kHWC float32 or kHWC8 float16/bfloat16,"
+                  " every tensor the input's type, every other one LINEAR",
             wrong + " accepted=" + std::to_string(accepted));
+        // kHWC8 pads the channels to a multiple of 8: 12 or unknown channels would not be the launcher's layout
+        for (int64_t channels : {int64_t{12}, int64_t{-1}})
+        {
+            std::vector<std::vector<int64_t>> padded = shapes;
+            padded[0][1] = channels;
+            std::vector<DynamicPluginTensorDesc> hwc8 = dynDescsOf(padded, DataType::kHALF);
+            hwc8[0] = dynDesc(padded[0], DataType::kHALF, TensorFormat::kHWC8);
+            c.check(!bu->supportsFormatCombination(0, hwc8.data(), nbIn, 1),
+                "supportsFormatCombination refuses a kHWC8 input of " + std::to_string(channels) + " channels ("
+                    + std::to_string(nbIn) + " inputs)");
+        }
         std::vector<DynamicPluginTensorDesc> io = dynDescsOf(shapes, DataType::kFLOAT);
         c.check(!bu->supportsFormatCombination(nbIn + 1, io.data(), nbIn, 1)
                 && !bu->supportsFormatCombination(-1, io.data(), nbIn, 1),
@@ -951,6 +965,18 @@ std::vector<std::vector<float>> makeInputs(Problem const& p, float spread, uint3
     return t;
 }
 
+//! The input [n][c][h][w] of p reordered to [n][h][w][c] (kHWC, and kHWC8 when c is a multiple of 8).
+std::vector<float> toChannelsLast(Problem const& p, std::vector<float> const& nchw)
+{
+    std::vector<float> nhwc(nchw.size());
+    for (int64_t n = 0; n < p.n; ++n)
+        for (int64_t ch = 0; ch < p.cin; ++ch)
+            for (int64_t i = 0; i < p.h * p.w; ++i)
+                nhwc[static_cast<size_t>((n * p.h * p.w + i) * p.cin + ch)]
+                    = nchw[static_cast<size_t>((n * p.cin + ch) * p.h * p.w + i)];
+    return nhwc;
+}
+
 int32_t runGpu(Library const& lib, TestLogger& logger, std::string const& dumpDir)
 {
     Checker c;
@@ -994,24 +1020,43 @@ int32_t runGpu(Library const& lib, TestLogger& logger, std::string const& dumpDi
     };
     std::vector<TypeCase> const types = {{DataType::kFLOAT, "float32", 1e-5}, {DataType::kHALF, "float16", 2e-3},
         {DataType::kBF16, "bfloat16", 1e-2}};
+    // These cases also run with the input channels-last (kHWC float32, kHWC8 16-bit; their channels are multiples of 8)
+    std::vector<std::string> const channelsLastCases = {"bias_mask", "groups2_offset_groups2"};
     std::ofstream manifest;
     if (!dumpDir.empty())
     {
         manifest.open(dumpDir + "/cases.txt");
     }
     int32_t index = 0;
+    std::vector<std::pair<GpuCase, bool>> runs; // (case, channels-last input)
+    for (GpuCase const& k : cases)
+    {
+        runs.emplace_back(k, false);
+    }
+    for (GpuCase const& k : cases)
+    {
+        if (std::find(channelsLastCases.begin(), channelsLastCases.end(), k.name) != channelsLastCases.end())
+        {
+            runs.emplace_back(k, true);
+        }
+    }
     for (TypeCase const& tc : types)
     {
-        for (GpuCase const& k : cases)
+        for (auto const& [k, channelsLast] : runs)
         {
             Problem const& p = k.p;
-            std::string const label = std::string(tc.name) + " " + k.name + " (" + p.text() + ")";
+            TensorFormat const inputFormat = !channelsLast ? TensorFormat::kLINEAR
+                : tc.type == DataType::kFLOAT              ? TensorFormat::kHWC
+                                                           : TensorFormat::kHWC8;
+            std::string const label = std::string(tc.name) + " " + k.name + (channelsLast ? " channels-last" : "")
+                + " (" + p.text() + ")";
             logger.clear();
             // As TensorRT does: build-phase plugin, configured (workspace from the profile), serialized, recreated in
             // the runtime phase, attached to a context, shape set, enqueued.
             Fields f = fieldsOf(p.a);
             PluginPtr built(creator->createPlugin(kNAME, f.collection(), TensorRTPhase::kBUILD));
             std::vector<DynamicPluginTensorDesc> dyn = dynDescsOf(p.shapes(), tc.type);
+            dyn[0] = dynDesc(p.shapes()[0], tc.type, inputFormat);
             DynamicPluginTensorDesc dynOut = dynDesc(p.outShape(), tc.type);
             bool ok = built && build(built.get())->configurePlugin(dyn.data(), p.nbInputs, &dynOut, 1) == 0;
             size_t const workspaceBytes = ok ? build(built.get())->getWorkspaceSize(dyn.data(), p.nbInputs, &dynOut, 1) : 0;
@@ -1021,6 +1066,7 @@ int32_t runGpu(Library const& lib, TestLogger& logger, std::string const& dumpDi
             built.reset();
             deserialized.reset();
             std::vector<PluginTensorDesc> in = descsOf(p, tc.type);
+            in[0].format = inputFormat;
             PluginTensorDesc const out = desc(p.outShape(), tc.type);
             if (!c.check(attached != nullptr && workspaceBytes > 0 && runtime(attached.get())->onShapeChange(in.data(), p.nbInputs, &out, 1) == 0,
                     "enqueue " + label + ": created, configured, workspace sized, deserialized, attached, shape set", logger.all()))
@@ -1035,9 +1081,9 @@ int32_t runGpu(Library const& lib, TestLogger& logger, std::string const& dumpDi
             std::vector<std::unique_ptr<DeviceBuffer>> buffers;
             std::vector<void const*> inputs;
             bool copied = true;
-            for (auto const& v : host)
+            for (size_t i = 0; i < host.size(); ++i)
             {
-                std::vector<uint8_t> const bytes = encode(v, tc.type);
+                std::vector<uint8_t> const bytes = encode(i == 0 && channelsLast ? toChannelsLast(p, host[0]) : host[i], tc.type);
                 buffers.push_back(std::make_unique<DeviceBuffer>(bytes.size()));
                 copied = copied && buffers.back()->ptr != nullptr
                     && cudaMemcpy(buffers.back()->ptr, bytes.data(), bytes.size(), cudaMemcpyHostToDevice) == cudaSuccess;

@@ -92,4 +92,4 @@ def test_conformance_gpu_enqueue(tmp_path: Path, trt_include: Path, library: Pat
         err = rel_err(y, expected)
         assert err < TOLERANCE[dtype_name], f"case {line}: relative error {err:.3g} vs the PyTorch implementation"
         checked[dtype_name] += 1
-    assert all(n >= 8 for n in checked.values()), checked
+    assert all(n >= 10 for n in checked.values()), checked  # 8 cases NCHW + 2 channels-last per type

@@ -96,6 +96,15 @@ IDimensionExpr const* convOutExpr(nvinfer1::IExprBuilder& eb, IDimensionExpr con
     return eb.operation(DimensionOperation::kSUM, *steps, *one);
 }
 
+//! The channels-last input formats the launcher reads as they are (no transposed copy): kHWC for float32, kHWC8 for
+//! float16/bfloat16 when the channels fill whole vectors of 8 (a known multiple of 8: the layout then has no padding).
+bool channelsLastInput(PluginTensorDesc const& d)
+{
+    bool const fullVectors = d.dims.nbDims == 4 && d.dims.d[1] > 0 && d.dims.d[1] % 8 == 0;
+    return (d.format == TensorFormat::kHWC && d.type == DataType::kFLOAT)
+        || (d.format == TensorFormat::kHWC8 && (d.type == DataType::kHALF || d.type == DataType::kBF16) && fullVectors);
+}
+
 } // namespace
 
 DeformConv2dPlugin::DeformConv2dPlugin(DeformConv2dAttrs const& attrs, std::string pluginNamespace)
@@ -120,7 +129,10 @@ void DeformConv2dPlugin::checkIO(PluginTensorDesc const* in, int32_t nbInputs, P
         require(in[i].dims.nbDims == kINPUT_RANKS[i],
             std::string(kINPUT_NAMES[i]) + " has shape " + dimsText(in[i].dims) + ", expected rank "
                 + std::to_string(kINPUT_RANKS[i]));
-        require(in[i].format == TensorFormat::kLINEAR, std::string(kINPUT_NAMES[i]) + " is not LINEAR, expected LINEAR");
+        require(in[i].format == TensorFormat::kLINEAR || (i == kINPUT && channelsLastInput(in[i])),
+            std::string(kINPUT_NAMES[i]) + " is not LINEAR, expected LINEAR"
+                + (i == kINPUT ? " or channels-last (kHWC float32; kHWC8 float16/bfloat16, channels a multiple of 8)"
+                               : ""));
     }
     require(out.dims.nbDims == 4, "the output has shape " + dimsText(out.dims) + ", expected rank 4");
     require(out.format == TensorFormat::kLINEAR, "the output is not LINEAR, expected LINEAR");
@@ -217,14 +229,21 @@ void DeformConv2dPlugin::checkIO(PluginTensorDesc const* in, int32_t nbInputs, P
     }
 }
 
-TorchtrtExtDeformConv2dDesc DeformConv2dPlugin::launchDesc(Dims const& input, Dims const& weight, DataType type) const
+bool DeformConv2dPlugin::supportsFormat(int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut) const
+{
+    return (pos == kINPUT && channelsLastInput(inOut[pos].desc))
+        || PluginV3Base<DeformConv2dPlugin>::supportsFormat(pos, inOut);
+}
+
+TorchtrtExtDeformConv2dDesc DeformConv2dPlugin::launchDesc(
+    Dims const& input, Dims const& weight, DataType type, bool channelsLast) const
 {
     int32_t const dtype = type == DataType::kFLOAT ? TORCHTRT_EXT_DCN_FLOAT32
         : type == DataType::kHALF                  ? TORCHTRT_EXT_DCN_FLOAT16
                                                    : TORCHTRT_EXT_DCN_BFLOAT16;
     return {input.d[0], input.d[1], input.d[2], input.d[3], weight.d[0], weight.d[2], weight.d[3], mAttrs.stride[0],
         mAttrs.stride[1], mAttrs.padding[0], mAttrs.padding[1], mAttrs.dilation[0], mAttrs.dilation[1], mAttrs.groups,
-        mAttrs.offsetGroups, dtype, TORCHTRT_EXT_DCN_NCHW};
+        mAttrs.offsetGroups, dtype, channelsLast ? TORCHTRT_EXT_DCN_CHANNELS_LAST : TORCHTRT_EXT_DCN_NCHW};
 }
 
 int64_t DeformConv2dPlugin::workspaceBytes(TorchtrtExtDeformConv2dDesc const& desc, Dims const& input,
@@ -272,10 +291,11 @@ void DeformConv2dPlugin::outputShapes(nvinfer1::DimsExprs const* inputs, int32_t
 size_t DeformConv2dPlugin::workspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs) const
 {
     // The largest shapes of the profile: the launcher's workspace never shrinks as N, C, H, W or C_out grow, so
-    // this serves every shape the profile allows (the kernel size is static, checked by configurePlugin).
+    // this serves every shape the profile allows (the kernel size is static, checked by configurePlugin). Sized for
+    // an NCHW input (its transposed copy included), which also holds a channels-last one.
     Dims const& x = inputs[kINPUT].max;
     Dims const& w = inputs[kWEIGHT].max;
-    return static_cast<size_t>(workspaceBytes(launchDesc(x, w, inputs[kINPUT].desc.type), x, w));
+    return static_cast<size_t>(workspaceBytes(launchDesc(x, w, inputs[kINPUT].desc.type, false), x, w));
 }
 
 void DeformConv2dPlugin::shapesChanged(
@@ -312,7 +332,7 @@ void DeformConv2dPlugin::run(PluginTensorDesc const* inputDesc, PluginTensorDesc
     {
         return; // an empty output: nothing to compute
     }
-    TorchtrtExtDeformConv2dDesc const desc = launchDesc(x, w, inputDesc[kINPUT].type);
+    TorchtrtExtDeformConv2dDesc const desc = launchDesc(x, w, inputDesc[kINPUT].type, channelsLastInput(inputDesc[kINPUT]));
     int64_t const bytes = workspaceBytes(desc, x, w);
     require(inputs[kINPUT] != nullptr && inputs[kOFFSET] != nullptr && inputs[kWEIGHT] != nullptr
             && outputs[0] != nullptr && (mNbInputs <= kBIAS || inputs[kBIAS] != nullptr)

@@ -3,7 +3,8 @@
 // [C_out, C_in/groups, kh, kw], then optionally bias [C_out] and mask [N, offset_groups*kh*kw, H_out, W_out]. The op
 // definition (torchtrt_ext/ops/deform_conv2d.py) always puts bias before mask and inserts a zero bias when only a mask
 // is given, so 3 inputs = neither, 4 inputs = bias, 5 inputs = bias and mask. One output [N, C_out, H_out, W_out] of
-// the input's type. LINEAR; float32, float16 or bfloat16, every tensor the same type. The arithmetic lives in
+// the input's type. LINEAR (the input also channels-last: kHWC float32, kHWC8 float16/bfloat16 with channels a
+// multiple of 8, read as it is); float32, float16 or bfloat16, every tensor the same type. The arithmetic lives in
 // csrc/kernels/deform_conv2d.cu (torchtrt_ext_deform_conv2d, the launcher the eager op calls too); this class checks shapes and
 // formats, sizes the workspace and dispatches on the data type. Inputs, outputs and fields: README.md.
 #pragma once
@@ -67,12 +68,14 @@ private:
     void run(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
         void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) const;
 
+    //! The base's (LINEAR, every tensor the input's float type), and for the input also channels-last formats.
+    bool supportsFormat(int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut) const;
     //! Checks shared by configure and run on dims where -1 means "not known yet": ranks, one
-    //! supported type, LINEAR, static kernel size, channel relations, batch and output sizes.
+    //! supported type, formats, static kernel size, channel relations, batch and output sizes.
     void checkIO(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const& out) const;
-    //! The launcher's descriptor of these sizes (NCHW input, this plugin's attributes).
+    //! The launcher's descriptor of these sizes (NCHW or channels-last input, this plugin's attributes).
     TorchtrtExtDeformConv2dDesc launchDesc(
-        nvinfer1::Dims const& input, nvinfer1::Dims const& weight, nvinfer1::DataType type) const;
+        nvinfer1::Dims const& input, nvinfer1::Dims const& weight, nvinfer1::DataType type, bool channelsLast) const;
     //! Bytes of workspace for `desc`; throws PluginError, naming the shapes, when the launcher would reject them.
     int64_t workspaceBytes(
         TorchtrtExtDeformConv2dDesc const& desc, nvinfer1::Dims const& input, nvinfer1::Dims const& weight) const;
