@@ -387,15 +387,20 @@ def test_an_eager_function_returning_another_number_of_outputs_is_refused() -> N
         three(torch.randn(2), torch.randn(2))
 
 
-def test_calls_with_and_without_an_optional_input_are_each_checked_once() -> None:
-    prepared = []
+def _counting_axpy_prod(**changes: object) -> tuple[CustomOp, list]:
+    """An axpy_prod op whose ``prepare`` (run by the checks of each new call signature) records the input shapes."""
+    prepared: list = []
 
     def prepare(shapes: list, dtypes: list, alpha: float) -> dict:
         prepared.append(shapes)
         return {"alpha": alpha}
 
-    op = define_op(axpy_prod_spec(inputs=("a", "b", "c"), optional_inputs=("c",), prepare=prepare,
-                                  eager=lambda a, b, c, alpha: _eager(a, b, alpha)))
+    return define_op(axpy_prod_spec(prepare=prepare, **changes)), prepared
+
+
+def test_calls_with_and_without_an_optional_input_are_each_checked_once() -> None:
+    op, prepared = _counting_axpy_prod(inputs=("a", "b", "c"), optional_inputs=("c",),
+                                       eager=lambda a, b, c, alpha: _eager(a, b, alpha))
     a = torch.randn(3)
     for _ in range(3):
         op(a, a)
@@ -407,13 +412,7 @@ def test_calls_with_and_without_an_optional_input_are_each_checked_once() -> Non
 def test_an_op_remembers_a_bounded_number_of_call_signatures() -> None:
     from torchtrt_ext.ops._spec import _MAX_SIGNATURES
 
-    prepared = []
-
-    def prepare(shapes: list, dtypes: list, alpha: float) -> dict:
-        prepared.append(shapes)
-        return {"alpha": alpha}
-
-    op = define_op(axpy_prod_spec(prepare=prepare))
+    op, prepared = _counting_axpy_prod()
     inputs = [torch.randn(n + 1) for n in range(_MAX_SIGNATURES + 1)]  # each length its own signature
     for x in inputs[:_MAX_SIGNATURES]:
         op(x, x)
