@@ -11,6 +11,7 @@ torch.compile(fullgraph=True); the CPU tests that take a device run on CUDA too,
 from __future__ import annotations
 
 import itertools
+import linecache
 import warnings
 from typing import Any
 
@@ -116,20 +117,38 @@ def _missing_library(x: torch.Tensor, scale: float) -> torch.Tensor:
 _FALLBACKS = itertools.count()
 
 
-def test_a_missing_kernel_library_falls_back_to_the_math_with_one_warning() -> None:
-    # defined here, under a fresh name: its one warning is not spent by an earlier run in this process
-    name = f"TestFallbackScale{next(_FALLBACKS)}"
-    fallback = define_op(OpSpec(
-        name=name, inputs=("x",), outputs=("y",), attrs=(Attr("scale", "float", default=1.0),),
+def _fallback_op() -> torchtrt_ext.ops.CustomOp:
+    """x * scale whose kernels library is missing, defined under a fresh name: its one warning is not spent by an
+    earlier run in this process."""
+    return define_op(OpSpec(
+        name=f"TestFallbackScale{next(_FALLBACKS)}", inputs=("x",), outputs=("y",),
+        attrs=(Attr("scale", "float", default=1.0),),
         eager=lambda x, scale: x * scale, shape_rule=lambda shapes, dtypes, **_: [(shapes[0], dtypes[0])],
         decompose=lambda d, inputs, outputs, scale: d.op("Identity", inputs[0], out=outputs[0]),
         cuda=_missing_library))
+
+
+def test_a_missing_kernel_library_falls_back_to_the_math_with_one_warning() -> None:
+    fallback = _fallback_op()
+    name = fallback.spec.name
     x = torch.randn(3, 2)
     with pytest.warns(UserWarning, match=rf"{name}: CUDA kernel unavailable, using PyTorch math\. .*found"):
         assert torch.equal(fallback._run_cuda((x,), {"scale": 2.0}), x * 2)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a second fallback stays silent
         assert torch.equal(fallback._run_cuda((x,), {"scale": 3.0}), x * 3)
+
+
+@pytest.mark.gpu
+def test_the_fallback_warning_points_at_the_callers_line() -> None:
+    """On plain CUDA tensors the op calls its kernel directly; a missing library's warning names the user's call."""
+    fallback = _fallback_op()
+    x = torch.randn(3, 2, device="cuda")
+    with pytest.warns(UserWarning, match="CUDA kernel unavailable, using PyTorch math") as record:
+        y = fallback(x, scale=2.0)
+    assert torch.equal(y, x * 2)
+    (warning,) = [w for w in record if "CUDA kernel unavailable" in str(w.message)]
+    assert warning.filename == __file__ and "fallback(x, scale=2.0)" in linecache.getline(__file__, warning.lineno)
 
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 import torchtrt_ext
-from torchtrt_ext.errors import InvalidAttributeError
-from torchtrt_ext.ops import Attr, Decomposer, OpSpec, define_op
+from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError, OpDefinitionError, UnknownOpError
+from torchtrt_ext.ops import Attr, CustomOp, Decomposer, OpSpec, define_op, get_op
 from tests.helpers import rel_err, run_onnx
 
 
@@ -281,8 +281,9 @@ def test_a_one_output_op_with_a_list_attribute_through_both_exporters(exporter: 
 
     x = torch.randn(2, 4)
     assert torch.equal(op(x, shifts=(2, 3)), x + 5)
+    assert torch.equal(op(x, shifts=(1, 3)), x + 4)
     with pytest.raises(InvalidAttributeError, match=r"shifts must be a list of int, got \(True, 3\)"):
-        op(x, shifts=(True, 3))  # after a cached call with the same values: bools are still refused
+        op(x, shifts=(True, 3))  # after a cached call with equal values (True == 1): bools are still refused
     model = torchtrt_ext.export_onnx(Model().eval(), (x,), exporter=exporter)
     (node,) = [n for n in model.graph.node if n.domain == "torchtrt_ext"]
     assert {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}["shifts"] == [2, 3]
@@ -310,3 +311,181 @@ def test_definitions_that_are_valid_or_collide() -> None:
                              (theirs, PluginRef(name, version="2")), (theirs, PluginRef("Other"))):
         with pytest.raises(torchtrt_ext.errors.OpDefinitionError, match="fallback_plugin .* must be ours"):
             axpy_prod_spec(name=name, plugin=plugin, fallback_plugin=fallback)
+
+
+def _weighted_op(**changes: object) -> CustomOp:
+    """x * sum(weights), with a float-list attribute."""
+    fields = dict(name=f"TestWeighted{next(_SERIAL)}", inputs=("x",), outputs=("y",),
+                  attrs=(Attr("weights", "floats", default=(1.0,), doc="the factors whose sum scales x"),),
+                  eager=lambda x, weights: x * sum(weights),
+                  shape_rule=lambda shapes, dtypes, weights: [(shapes[0], dtypes[0])],
+                  decompose=lambda d, inputs, outputs, weights: d.op(
+                      "Mul", inputs[0], d.const(float(sum(weights))), out=outputs[0]))
+    return define_op(OpSpec(**{**fields, **changes}))  # type: ignore[arg-type]
+
+
+def test_a_float_list_attribute_is_checked_and_kept_as_floats() -> None:
+    op = _weighted_op()
+    name, x = op.spec.name, torch.randn(2, 3)
+    assert torch.equal(op(x, weights=(0.5, 2)), x * 2.5)  # ints are floats here
+    # the node carries FLOATS, as the schema says, even for a list written with ints
+    node = op.spec.make_node(["x"], ["y"], weights=[1, 2])
+    (weights,) = [a for a in node.attribute if a.name == "weights"]
+    assert weights.type == onnx.AttributeProto.FLOATS and list(weights.floats) == [1.0, 2.0]
+    with pytest.raises(InvalidAttributeError, match=rf"^{name}: argument weights=1e-46 does not survive float32"):
+        op(x, weights=(1.0, 1e-46))
+    with pytest.raises(InvalidAttributeError, match=rf"^{name}: argument weights must be a list of float, got \(1.0, 'a'\)"):
+        op(x, weights=(1.0, "a"))
+    assert torch.equal(op(x, weights=(1.0, 2.0)), x * 3)
+    with pytest.raises(InvalidAttributeError, match=r"weights must be a list of float, got \(True, 2.0\)"):
+        op(x, weights=(True, 2.0))  # after a cached call with equal values (True == 1.0): bools are still refused
+
+
+def test_a_wrong_attribute_type_is_named_with_the_allowed_values_if_any() -> None:
+    axpy, weighted = define_op(axpy_prod_spec()), _weighted_op()
+    with pytest.raises(InvalidAttributeError) as raised:
+        axpy(torch.randn(2), torch.randn(2), alpha="x")
+    assert str(raised.value) == (f"{axpy.spec.name}: argument alpha must be of type float, got str 'x'. "
+                                 "Allowed: a non-zero float.")
+    with pytest.raises(InvalidAttributeError) as raised:
+        weighted(torch.randn(2), weights=2.5)
+    assert str(raised.value) == f"{weighted.spec.name}: argument weights must be of type floats, got float 2.5."
+
+
+def test_an_unknown_op_type_is_named_with_the_remedy() -> None:
+    with pytest.raises(UnknownOpError) as raised:
+        get_op("NoSuchOp")
+    assert isinstance(raised.value, KeyError)
+    assert "'NoSuchOp'" in raised.value.what and "'L2Norm'" in raised.value.what  # the known ones listed
+    assert "define_op" in raised.value.remedy and "Remedy: import the module" in str(raised.value)
+
+
+def test_wrong_input_counts_and_types_are_named() -> None:
+    op = define_op(axpy_prod_spec(inputs=("a", "b", "c", "d"), optional_inputs=("c", "d"),
+                                  eager=lambda a, b, c, d, alpha: _eager(a, b, alpha)))
+    a = torch.randn(3)
+    for args in ((a,), (a,) * 5):
+        with pytest.raises(InvalidInputError, match=rf"expected inputs \['a', 'b', 'c', 'd'\] "
+                                                    rf"\(optional: \['c', 'd'\]\), got {len(args)} tensors"):
+            op(*args)
+    with pytest.raises(InvalidInputError, match=r"input 'c' has dtype torch.int32; allowed: .*Remedy: cast it"):
+        op(a, a, a.int())  # an optional input, when given, is checked like the others
+    with pytest.raises(InvalidInputError, match=r"input 'd' has dtype torch.int32"):
+        op(a, a, None, a.int())  # and so is one after an absent one
+    with pytest.raises(InvalidInputError, match=r"input 'c' must be a torch.Tensor, got list"):
+        op(a, a, [1.0])
+
+
+def test_an_eager_function_returning_another_number_of_outputs_is_refused() -> None:
+    # one tensor of 2 rows for 2 outputs: refused, not split into its rows (a silently wrong result)
+    one = define_op(axpy_prod_spec(eager=lambda a, b, alpha: a + b))
+    with pytest.raises(OpDefinitionError, match="eager function must return 2 tensors, got Tensor"):
+        one(torch.randn(2, 3), torch.randn(2, 3))
+    # three for two: refused before torch's dispatcher sees them (it may crash on more outputs than its schema has)
+    three = define_op(axpy_prod_spec(eager=lambda a, b, alpha: [a, b, a * b]))
+    with pytest.raises(OpDefinitionError, match="eager function must return 2 tensors, got list"):
+        three(torch.randn(2), torch.randn(2))
+
+
+def _counting_axpy_prod(**changes: object) -> tuple[CustomOp, list]:
+    """An axpy_prod op whose ``prepare`` (run by the checks of each new call signature) records the input shapes."""
+    prepared: list = []
+
+    def prepare(shapes: list, dtypes: list, alpha: float) -> dict:
+        prepared.append(shapes)
+        return {"alpha": alpha}
+
+    return define_op(axpy_prod_spec(prepare=prepare, **changes)), prepared
+
+
+def test_calls_with_and_without_an_optional_input_are_each_checked_once() -> None:
+    op, prepared = _counting_axpy_prod(inputs=("a", "b", "c"), optional_inputs=("c",),
+                                       eager=lambda a, b, c, alpha: _eager(a, b, alpha))
+    a = torch.randn(3)
+    for _ in range(3):
+        op(a, a)
+        op(a, a, None)
+    assert len(prepared) == 2  # two call signatures, each checked on its first call
+    assert "Tensor a, Tensor b, Tensor? c" in str(op.torch_op.default._schema)  # only c may be None for torch too
+
+
+def test_an_op_remembers_a_bounded_number_of_call_signatures() -> None:
+    from torchtrt_ext.ops._spec import _MAX_SIGNATURES
+
+    op, prepared = _counting_axpy_prod()
+    inputs = [torch.randn(n + 1) for n in range(_MAX_SIGNATURES + 1)]  # each length its own signature
+    for x in inputs[:_MAX_SIGNATURES]:
+        op(x, x)
+    op(inputs[0], inputs[0])
+    assert len(prepared) == _MAX_SIGNATURES  # every one remembered so far
+    op(inputs[-1], inputs[-1])  # one more: the record starts over
+    op(inputs[0], inputs[0])
+    assert len(prepared) == _MAX_SIGNATURES + 2
+
+
+def test_an_op_of_version_2_binds_plugin_version_2() -> None:
+    op = define_op(axpy_prod_spec(version="2"))
+    assert op.spec.plugin_ref.id == f"torchtrt_ext::{op.spec.name}:2"
+    node = op.spec.make_node(["a", "b"], ["s", "p"])
+    assert {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}["plugin_version"] == b"2"
+
+
+def test_a_decomposition_reduces_keeping_dims_unless_told() -> None:
+    op = define_op(OpSpec(name=f"TestRowSum{next(_SERIAL)}", inputs=("x",), outputs=("y",), attrs=(),
+                          eager=lambda x: x.sum(-1, keepdim=True),
+                          shape_rule=lambda shapes, dtypes: [(shapes[0][:-1] + (1,), dtypes[0])],
+                          decompose=lambda d, inputs, outputs: d.reduce("ReduceSum", inputs[0], [-1], out=outputs[0])))
+    helper = onnx.helper
+    graph = helper.make_graph([op.spec.make_node(["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("torchtrt_ext", 1)])
+    x = torch.randn(2, 3)
+    (got,) = run_onnx(torchtrt_ext.passes.decompose_custom_ops(model), {"x": x})
+    assert got.shape == (2, 1) and rel_err(got, op(x)) < 1e-6
+
+
+def test_the_onnx_schema_documents_the_op_and_every_attribute() -> None:
+    op = _weighted_op(doc="x times the sum of weights")
+    schema = onnx.defs.get_schema(op.spec.name, 1, "torchtrt_ext")
+    assert schema.doc == "x times the sum of weights"
+    assert schema.attributes["weights"].description == "the factors whose sum scales x"
+    assert all(a.description for a in schema.attributes.values())  # plugin_version and plugin_namespace too
+
+
+def test_a_gradient_through_an_output_no_input_reaches() -> None:
+    """(2x, a float mask of x > 0): the mask has no gradient; summing it into the loss adds nothing, no error."""
+    op = define_op(OpSpec(name=f"TestDoubleMask{next(_SERIAL)}", inputs=("x",), outputs=("twice", "mask"), attrs=(),
+                          eager=lambda x: (2 * x, (x > 0).to(x.dtype)),
+                          shape_rule=lambda shapes, dtypes: [(shapes[0], dtypes[0])] * 2,
+                          decompose=lambda d, inputs, outputs: None))
+    x = torch.randn(3, 4, requires_grad=True)
+    twice, mask = op(x)
+    (twice.sum() + mask.sum()).backward()
+    assert torch.equal(x.grad, torch.full((3, 4), 2.0))
+
+
+def test_meta_tensors_take_the_shape_rule_even_where_the_math_reads_values() -> None:
+    """x / max|x| reads a value, which a meta tensor (what torch.export and torch.compile trace with) does not have:
+    the op's outputs there come from its shape rule, not from running the math."""
+    op = define_op(OpSpec(name=f"TestByMax{next(_SERIAL)}", inputs=("x",), outputs=("y",), attrs=(),
+                          eager=lambda x: x / float(x.abs().max()),
+                          shape_rule=lambda shapes, dtypes: [(shapes[0], dtypes[0])],
+                          decompose=lambda d, inputs, outputs: None))
+    x = torch.randn(2, 3)
+    assert torch.equal(op(x), x / float(x.abs().max()))
+    y = op(x.to("meta"))
+    assert (y.device.type, y.shape, y.dtype) == ("meta", (2, 3), torch.float32)
+
+
+def test_shape_inference_keeps_a_named_dim_through_the_rule() -> None:
+    """A dim the rule passes through unchanged keeps its name (dim_param) on the op's output."""
+    op = _weighted_op()
+    helper = onnx.helper
+    nodes = [op.spec.make_node(["x"], ["y"]), helper.make_node("Relu", ["y"], ["z"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", 3])],
+                              [helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("torchtrt_ext", 1)])
+    inferred = torchtrt_ext.passes.infer_shapes(model)
+    (y,) = [v for v in inferred.graph.value_info if v.name == "y"]
+    assert [d.dim_param or d.dim_value for d in y.type.tensor_type.shape.dim] == ["batch", 3]
