@@ -1,20 +1,26 @@
 """DeformConv2d: eager vs a loop reference, both exporters, decomposition in onnxruntime, bad inputs (CPU only)."""
 from __future__ import annotations
 
+import importlib
 import math
+from typing import Any
 
 import onnx
 import pytest
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 
 import torchtrt_ext
 from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError
 from torchtrt_ext.ops import deform_conv2d
 from torchtrt_ext.nn import DeformConv2d
-from torchtrt_ext.ops.deform_conv2d import torch_deform_conv2d
+from torchtrt_ext.ops.deform_conv2d import DEFORM_CONV2D, torch_deform_conv2d
 from tests.helpers import node_attrs, op_types, rel_err, run_onnx, single_custom_node
 
 EXPORTERS = ["legacy", "dynamo"]
+# the module (the package exports the function under its name)
+_DEFORM_MODULE = importlib.import_module("torchtrt_ext.ops.deform_conv2d")
 
 
 def _bilinear(img: torch.Tensor, y: float, x: float) -> float:
@@ -102,18 +108,73 @@ def _run(case: dict, **overrides) -> torch.Tensor:
                          groups=case["groups"], **overrides)
 
 
+def _without_torchvision(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The eager op as where torchvision does not import: its own PyTorch math."""
+    monkeypatch.setattr(_DEFORM_MODULE, "_torchvision_op", lambda: None)
+
+
 @pytest.mark.parametrize("name", list(CASES))
-def test_eager_matches_loop_reference(name: str) -> None:
+def test_eager_matches_loop_reference(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The eager op (torchvision's where it imports), then the PyTorch math torchvision's absence leaves."""
     case = _case(**CASES[name])
     ref = loop_reference(**case)
     got = _run(case)
-    assert got.shape == ref.shape and got.dtype == torch.float32
-    assert rel_err(got, ref) < 1e-5 if ref.norm() > 0 else got.abs().max() < 1e-6
-    # the PyTorch implementation itself (the eager op may have used torchvision)
-    offset_groups = case["offset"].shape[1] // (2 * case["weight"].shape[2] * case["weight"].shape[3])
-    own = torch_deform_conv2d(case["x"], case["offset"], case["weight"], case["bias"], case["mask"], case["stride"],
-                              case["padding"], case["dilation"], case["groups"], offset_groups)
-    assert rel_err(own, ref) < 1e-5 if ref.norm() > 0 else own.abs().max() < 1e-6
+    _without_torchvision(monkeypatch)
+    own = _run(case)
+    for out in (got, own):
+        assert out.shape == ref.shape and out.dtype == torch.float32
+        assert rel_err(out, ref) < 1e-5 if ref.norm() > 0 else out.abs().max() < 1e-6
+
+
+def test_torchvision_is_used_where_it_imports() -> None:
+    """Where torchvision imports, the eager op is torchvision.ops.deform_conv2d on float32 inputs (real torchvision)."""
+    tv = _DEFORM_MODULE._torchvision_op()
+    if tv is None:
+        pytest.skip("torchvision does not import here (absent, or built for another torch: PyPI's torchvision 0.28.0 "
+                    "wheel is a CUDA build that needs libtorch_cuda.so, which the CPU torch lacks)")
+    case = _case(**CASES["mixed"])
+    expected = tv(case["x"], case["offset"], case["weight"], case["bias"], stride=case["stride"],
+                  padding=case["padding"], dilation=case["dilation"], mask=case["mask"])
+    assert torch.equal(_run(case), expected)
+
+
+class TorchvisionStandIn:
+    """A stand-in for ``torchvision.ops.deform_conv2d`` (torchvision cannot run here): for the orchestration of the
+    eager op's torchvision branch only, that every argument reaches torchvision's slot. torchvision 0.28's signature
+    and argument handling (stride/padding/dilation as an int or a pair of ints, groups and offset groups from the
+    shapes), one float dtype as its CPU kernel needs (stricter: float32 only); the math is the op's PyTorch one."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, input: torch.Tensor, offset: torch.Tensor, weight: torch.Tensor,
+                 bias: torch.Tensor | None = None, stride: Any = (1, 1), padding: Any = (0, 0),
+                 dilation: Any = (1, 1), mask: torch.Tensor | None = None) -> torch.Tensor:
+        self.calls += 1
+        for t in (input, offset, weight, bias, mask):
+            if t is not None and not (isinstance(t, torch.Tensor) and t.dtype == torch.float32):
+                raise TypeError(f"stand-in torchvision: expected float32 tensors, got {t!r:.40}")
+        pairs = [torch.nn.modules.utils._pair(v) for v in (stride, padding, dilation)]
+        if not all(isinstance(v, int) for pair in pairs for v in pair):
+            raise TypeError(f"stand-in torchvision: stride, padding, dilation must be ints, got {pairs}")
+        kh, kw = weight.shape[-2:]
+        return torch_deform_conv2d(input, offset, weight, bias, mask, *pairs, input.shape[1] // weight.shape[1],
+                                   offset.shape[1] // (2 * kh * kw))
+
+
+@pytest.mark.parametrize("name,dtype", [("mixed", torch.float32), ("no_mask_no_bias", torch.float32),
+                                        ("groups2_offset_groups4", torch.float32), ("offset_groups2", torch.float16)])
+def test_the_torchvision_branch_passes_every_argument(name: str, dtype: torch.dtype,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through a stand-in torchvision (see TorchvisionStandIn): the result is the loop reference's, in the inputs'
+    dtype, so no argument was dropped, swapped or left in another dtype."""
+    stand_in = TorchvisionStandIn()
+    monkeypatch.setattr(_DEFORM_MODULE, "_torchvision_op", lambda: stand_in)
+    case = _case(**CASES[name])
+    ref = loop_reference(**case)
+    got = _run({k: v.to(dtype) if isinstance(v, torch.Tensor) else v for k, v in case.items()})
+    assert stand_in.calls == 1 and got.dtype == dtype
+    assert rel_err(got, ref) < (1e-5 if dtype == torch.float32 else 1e-2)
 
 
 def test_border_rules_point_by_point() -> None:
@@ -143,10 +204,55 @@ def test_low_precision(dtype: torch.dtype, tol: float) -> None:
 def test_meta_tensors_get_the_eager_output_shape(name: str) -> None:
     """Shape propagation without data (meta tensors, as torch.export and torch.compile trace) gives the shape and
     dtype the math gives: batch from the input, channels from the weight, a non-square kernel's own sizes."""
-    case = _case(**{"n": 3, "c_in": 4, "c_out": 6, "h": 7, "w": 9, **CASES[name]})
+    # h = 8: "mixed"'s 2x3 kernel gives 4 rows, 3 if the kernel's width were taken for its height (7 gives 3 both ways)
+    case = _case(**{"n": 3, "c_in": 4, "c_out": 6, "h": 8, "w": 9, **CASES[name]})
     ref = _run(case)
     meta = _run({k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in case.items()})
     assert (meta.device.type, meta.shape, meta.dtype) == ("meta", ref.shape, ref.dtype)
+
+
+# One input dim at a time made symbolic (torch.export's dynamic dims, torch.compile(dynamic=True)): the input and its
+# dim. Kernel 3x3 without padding, so the output is 2 smaller than the input (a comparison of H_out with 1 is open).
+_SYMBOLIC_EXAMPLE = {"input": (2, 4, 8, 9), "offset": (2, 18, 6, 7), "weight": (6, 4, 3, 3), "bias": (6,),
+                     "mask": (2, 9, 6, 7)}
+_SYMBOLIC_DIMS = [(name, dim) for name, shape in _SYMBOLIC_EXAMPLE.items() for dim in range(len(shape))]
+
+
+def _symbolic_inputs(symbolic: tuple[str, int], shapes: dict) -> tuple[FakeTensorMode, list[torch.Tensor]]:
+    """Fake tensors of ``shapes`` in a fresh ShapeEnv, only the dim ``symbolic`` = (input, dim) symbolic."""
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    fakes = []
+    for name, shape in shapes.items():
+        dims = [DimDynamic.DYNAMIC if (name, d) == symbolic else DimDynamic.STATIC for d in range(len(shape))]
+        fakes.append(mode.from_tensor(torch.rand(shape), symbolic_context=StatelessSymbolicContext(dynamic_sizes=dims)))
+    return mode, fakes
+
+
+@pytest.mark.parametrize("symbolic", _SYMBOLIC_DIMS, ids=[f"{n}{d}" for n, d in _SYMBOLIC_DIMS])
+def test_a_symbolic_dim_is_traced_without_guards(symbolic: tuple[str, int]) -> None:
+    """A dim the tracer keeps symbolic stays free: the op's checks compare concrete dims only (a comparison with a
+    symbolic one would add a guard that specializes the dim or narrows its range, and torch.export then refuses the
+    dynamic dim). The only guards are those of allocating the output itself; its shape follows the symbol."""
+    mode, (x, offset, weight, bias, mask) = _symbolic_inputs(symbolic, _SYMBOLIC_EXAMPLE)
+    env = mode.shape_env
+    with mode:
+        ho, wo = x.shape[2] - weight.shape[2] + 1, x.shape[3] - weight.shape[3] + 1
+        torch.empty(x.shape[0], weight.shape[0], ho, wo)  # the output's own guards (sizes >= 0, strides)
+        allocation_guards = [str(g.expr) for g in env.guards]
+        out = DEFORM_CONV2D(x, offset, weight, bias, mask, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
+                            offset_groups=1)
+    assert [str(g.expr) for g in env.guards] == allocation_guards
+    assert not env.replacements  # no dim specialized to its example size
+    assert tuple(out.shape) == (x.shape[0], weight.shape[0], ho, wo)
+
+
+def test_bad_concrete_dims_are_refused_beside_symbolic_ones() -> None:
+    """Symbolic dims are not checked, the concrete ones still are: with a symbolic batch, a wrong offset channel count
+    is refused naming the offset."""
+    shapes = dict(_SYMBOLIC_EXAMPLE, offset=(2, 17, 6, 7))
+    mode, tensors = _symbolic_inputs(("input", 0), shapes)
+    with mode, pytest.raises(InvalidInputError, match=r"'offset' has 17 channels"):
+        DEFORM_CONV2D(*tensors, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, offset_groups=1)
 
 
 def test_gradient_flows_to_every_input() -> None:
@@ -235,12 +341,15 @@ def test_decomposition_matches_eager(exporter: str, name: str, mask: bool, bias:
         assert rel_err(got, ref) < 1e-5
 
 
-def test_decomposition_with_dynamic_spatial_size() -> None:
+@pytest.mark.parametrize("exporter", EXPORTERS)
+def test_decomposition_with_dynamic_spatial_size(exporter: str) -> None:
+    """Dynamic batch and spatial dims (the offset's and mask's named apart from the input's) through either exporter:
+    the decomposed graph runs at another batch and spatial size."""
     model = OpModel(**CASES["stride2"]).eval()
     dynamic = {"x": {0: "batch", 2: "h", 3: "w"}, "offset": {0: "batch", 2: "ho", 3: "wo"},
                "mask": {0: "batch", 2: "ho", 3: "wo"}}
     onnx_model = torchtrt_ext.export_onnx(model, _inputs(**CASES["stride2"]), dynamic_shapes=dynamic,
-                                          exporter="legacy")
+                                          exporter=exporter)
     decomposed = torchtrt_ext.passes.decompose_custom_ops(onnx_model)
     x, offset, m = _inputs(3, **dict(CASES["stride2"], h=9, w=12))
     (got,) = run_onnx(decomposed, {"x": x, "offset": offset, "mask": m})

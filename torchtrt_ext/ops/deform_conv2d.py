@@ -38,9 +38,9 @@ from torchtrt_ext.ops._spec import Attr, Buffer, Decomposer, OpSpec, define_op
 _NAME = "DeformConv2d"
 
 
-def _pair_check(positive: bool) -> Any:
-    low = 1 if positive else 0
-    return lambda v: len(v) == 2 and all(x >= low for x in v)
+def _is_pair(value: Any, low: int) -> bool:
+    """Whether an attribute value is two numbers >= ``low`` (an Attr check, run on each new call signature)."""
+    return len(value) == 2 and all(x >= low for x in value)
 
 
 # ------------------------------------------------------------------------------------------------ eager math
@@ -324,11 +324,11 @@ SPEC = OpSpec(
     inputs=("input", "offset", "weight", "bias", "mask"),
     outputs=("output",),
     attrs=(
-        Attr("stride", "ints", default=(1, 1), doc="(stride_h, stride_w)", check=_pair_check(True),
+        Attr("stride", "ints", default=(1, 1), doc="(stride_h, stride_w)", check=lambda v: _is_pair(v, 1),
              allowed="an int >= 1 or two of them"),
         Attr("padding", "ints", default=(0, 0), doc="(pad_h, pad_w), zero padding on both sides",
-             check=_pair_check(False), allowed="an int >= 0 or two of them"),
-        Attr("dilation", "ints", default=(1, 1), doc="(dil_h, dil_w)", check=_pair_check(True),
+             check=lambda v: _is_pair(v, 0), allowed="an int >= 0 or two of them"),
+        Attr("dilation", "ints", default=(1, 1), doc="(dil_h, dil_w)", check=lambda v: _is_pair(v, 1),
              allowed="an int >= 1 or two of them"),
         Attr("groups", "int", default=1, doc="convolution groups", check=lambda v: v >= 1, allowed="an int >= 1"),
         Attr("offset_groups", "int", default=1, doc="offset groups (offset has 2*offset_groups*kh*kw channels)",
