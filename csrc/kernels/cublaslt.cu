@@ -240,7 +240,10 @@ std::shared_ptr<Plan const> plan(Shape const& s, cudaError_t& status) noexcept {
         Cache& c = cache();
         std::lock_guard<std::mutex> lock(c.mutex);
         auto const found = c.plans.find(key);
-        if (found != c.plans.end()) return found->second;
+        if (found != c.plans.end()) {
+            status = found->second != nullptr ? cudaSuccess : cudaErrorNotSupported;
+            return found->second;
+        }
         LtHandle& handle = c.handles[device];  // one per device, kept for the process
         if (handle == nullptr) {
             LtStatus const st = api().create(&handle);
@@ -252,10 +255,11 @@ std::shared_ptr<Plan const> plan(Shape const& s, cudaError_t& status) noexcept {
         }
         auto made = std::make_shared<Plan>();
         LtStatus const st = makePlan(*made, s, handle);
-        if (st != kLtSuccess) {
-            status = toCuda(st);
-            return nullptr;
-        }
+        status = toCuda(st);
+        if (st != kLtSuccess) made = nullptr;
+        if (status != cudaSuccess && status != cudaErrorNotSupported) return nullptr;  // a failure that may pass
+        // A shape without an algorithm is kept too (as null), so a caller that then falls back to another GEMM does
+        // not ask the heuristic again on every call.
         if (c.plans.size() >= kMaxPlans) c.plans.clear();  // plans in use elsewhere live on in their shared_ptr
         c.plans.emplace(key, made);
         return made;

@@ -44,8 +44,9 @@ bool available() noexcept;
 // One line for logs: "cuBLASLt <version> (<file>)", or why it is not used ("... could not be loaded: <dlerror>").
 char const* describe() noexcept;
 
-// The plan of `shape` on the current device, cached; nullptr when cuBLASLt is not available or has no algorithm for
-// it (status then says which: cudaErrorNotSupported, or the error of a failed cuBLASLt call).
+// The plan of `shape` on the current device, cached (a shape without an algorithm too); nullptr when cuBLASLt is not
+// available or has no algorithm for it (status then says which: cudaErrorNotSupported, or the error of a failed
+// cuBLASLt call).
 std::shared_ptr<Plan const> plan(Shape const& shape, cudaError_t& status) noexcept;
 
 // Enqueues the planned GEMM on `stream` (workspace: kWorkspaceBytes, 256-byte aligned); `accumulate` adds the

@@ -780,7 +780,8 @@ constexpr cudaDataType_t cudaTypeOf() {
 }
 
 // cuBLASLt's plans for every GEMM of the call (per conv group g and pass: D = out + g * Mg * P, pixels x Mg, ld P;
-// A = group g's columns; B = group g's prepared weight; one batch per image), split or not. False when one is missing.
+// A = group g's columns; B = group g's prepared weight; one batch per image), split or not. False, and no plans,
+// when one is missing.
 template <typename T>
 bool planGemms(Route& r, OpSizes const& s, bool split, void const* columns, void const* prep, T const* out) {
     int64_t const parts = split ? 2 : 1, e = split ? 2 : static_cast<int64_t>(sizeof(T));
@@ -797,7 +798,6 @@ bool planGemms(Route& r, OpSizes const& s, bool split, void const* columns, void
         return cublaslt::plan(shape, status);
     };
     int64_t const last = s.n - (r.passes - 1) * r.slice;
-    r.plans[0][0] = r.plans[0][1] = r.plans[1][0] = r.plans[1][1] = nullptr;
     for (int kind = 0; kind < 2; ++kind) {
         if (kind == 1 && last == r.slice) {  // one cache lookup when the passes are equal
             r.plans[1][0] = r.plans[0][0];
@@ -807,7 +807,10 @@ bool planGemms(Route& r, OpSizes const& s, bool split, void const* columns, void
         int64_t const images = kind == 0 ? r.slice : last;
         r.plans[kind][0] = planFor(images, parts * rp);
         if (split) r.plans[kind][1] = planFor(images, rp);
-        if (r.plans[kind][0] == nullptr || (split && r.plans[kind][1] == nullptr)) return false;
+        if (r.plans[kind][0] == nullptr || (split && r.plans[kind][1] == nullptr)) {
+            r.plans[0][0] = r.plans[0][1] = r.plans[1][0] = r.plans[1][1] = nullptr;  // none: our own GEMM runs
+            return false;
+        }
     }
     r.split = split;
     return true;
@@ -825,7 +828,6 @@ bool chooseRoute(Route& r, OpSizes const& s, Device const& dev, int64_t room, vo
     if (cublaslt::available()) {
         if (std::is_same_v<T, float> && planGemms<T>(r, s, true, columns, prep, out)) return true;
         if (planGemms<T>(r, s, false, columns, prep, out)) return true;
-        r.plans[0][0] = r.plans[1][0] = nullptr;  // what the failed attempt found: our own GEMM runs
     }
     return dev.major >= 8;  // our own GEMM needs sm_80+
 }
