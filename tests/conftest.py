@@ -1,5 +1,6 @@
-"""Shared test configuration: markers that skip, with the reason, where the machine lacks a GPU or TensorRT, and the
-seeded random state every test starts from."""
+"""Shared test configuration: markers that skip, with the reason, where the machine lacks a GPU or TensorRT, the
+seeded random state and the isolated engine cache every test starts from, and the TensorRT-RTX fixtures (the backend
+name, two small exported models) the backend, runtime and cache tests share."""
 from __future__ import annotations
 
 import functools
@@ -8,8 +9,12 @@ import random
 import zlib
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    import onnx
 
 _ROOT = Path(__file__).resolve().parent.parent
 
@@ -69,6 +74,52 @@ def seeded(request: pytest.FixtureRequest) -> int:
     np.random.seed(seed)
     torch.manual_seed(seed)
     return seed
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own engine cache folder (never the user's ~/.cache)."""
+    folder = tmp_path / "engine_cache"
+    monkeypatch.setenv("TORCHTRT_EXT_CACHE_DIR", str(folder))
+    monkeypatch.delenv("TORCHTRT_EXT_CACHE", raising=False)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def rtx() -> str:
+    """The backend name "tensorrt_rtx", skipping where it is not installed (CI installs tensorrt-rtx-cu13)."""
+    if importlib.util.find_spec("tensorrt_rtx") is None:
+        pytest.skip("tensorrt_rtx is not installed (pip install 'torchtrt_ext[rtx]')")
+    from torchtrt_ext.backend.adapter import load_backend
+
+    load_backend("tensorrt_rtx")
+    return "tensorrt_rtx"
+
+
+@pytest.fixture(scope="session")
+def conv_onnx() -> onnx.ModelProto:
+    """A conv + relu model, exported with a dynamic batch; its input is named "x"."""
+    import torch
+
+    import torchtrt_ext
+    from tests.helpers import SmallConv
+
+    torch.manual_seed(0)
+    return torchtrt_ext.export_onnx(SmallConv().eval(), (torch.randn(2, 3, 8, 8),))
+
+
+@pytest.fixture(scope="session")
+def l2norm_onnx() -> onnx.ModelProto:
+    """Conv + torchtrt_ext L2Norm, exported by the project's exporter (one custom node)."""
+    import torch
+
+    import torchtrt_ext
+    from tests.helpers import ConvL2Norm
+
+    torch.manual_seed(0)
+    model = torchtrt_ext.export_onnx(ConvL2Norm().eval(), (torch.randn(2, 3, 8, 8),))
+    assert [n.op_type for n in model.graph.node if n.domain == "torchtrt_ext"] == ["L2Norm"]
+    return model
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,9 @@ import numpy as np
 import onnx
 import pytest
 import torch
+from onnx import TensorProto, helper
+
+import torchtrt_ext
 
 
 def run_onnx(model: onnx.ModelProto, feeds: dict[str, torch.Tensor]) -> list[np.ndarray]:
@@ -82,3 +85,36 @@ def stand_in_tensorrt(plugin_library: set[tuple[str, str, str]] | None) -> Any:
         module.get_plugin_registry = lambda: registry  # type: ignore[attr-defined]
         module.ILogger = _StandInILogger  # type: ignore[attr-defined]  # init_libnvinfer_plugins gets our logger
     return module
+
+
+class SmallConv(torch.nn.Module):
+    """Conv + relu: the plain model of the ``conv_onnx`` fixture."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.conv(x))
+
+
+class ConvL2Norm(torch.nn.Module):
+    """Conv + torchtrt_ext L2Norm: the one-custom-node model of the ``l2norm_onnx`` fixture."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 1)
+        self.norm = torchtrt_ext.nn.L2Norm(1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.conv(x))
+
+
+def raw_custom_graph(domain: str = "torchtrt_ext", op_type: str = "L2Norm") -> onnx.ModelProto:
+    """A hand-made graph with one custom node, never exported: the guard must catch it on its own."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
+    node = helper.make_node(op_type, ["x"], ["y"], name="custom0", domain=domain, axis=1, eps=1e-6,
+                            plugin_version="1", plugin_namespace="torchtrt_ext")
+    imports = [helper.make_opsetid("", 17)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    return helper.make_model(helper.make_graph([node], "raw", [x], [y]), opset_imports=imports)

@@ -10,8 +10,7 @@ import torch
 
 import torchtrt_ext
 from torchtrt_ext import _native, cli
-from tests.backend.conftest import ConvL2Norm, rtx  # noqa: F401 (the rtx fixture)
-from tests.helpers import node_attrs, rel_err, run_onnx, stand_in_tensorrt
+from tests.helpers import ConvL2Norm, node_attrs, rel_err, run_onnx, stand_in_tensorrt
 from torchtrt_ext.backend import plugins
 from torchtrt_ext.backend.adapter import TRTApi, load_backend
 from torchtrt_ext.backend.engine import Engine, EngineMetadata

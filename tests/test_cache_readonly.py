@@ -13,7 +13,7 @@ import onnx
 
 from torchtrt_ext.cache import cached_build_engine
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _drop_root_file_override() -> None:

@@ -19,7 +19,7 @@ from torchtrt_ext import _native
 from torchtrt_ext.cache import cached_build_engine, default_cache_dir, resolve_cache_dir
 from torchtrt_ext.errors import LibraryNotFoundError
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _engines(folder: Path) -> list[Path]:

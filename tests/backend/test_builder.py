@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from tests.backend.conftest import raw_custom_graph
+from tests.helpers import raw_custom_graph
 from torchtrt_ext.backend import Engine, build_engine, load_backend
 from torchtrt_ext import _native
 from torchtrt_ext.passes.onnx_util import non_standard_nodes

@@ -3,7 +3,7 @@
 Nothing here proves what TensorRT accepts: the stand-in execution context refuses what NvInferRuntime.h documents
 TensorRT refuses (a shape outside the selected profile, a null or not 256-byte aligned address, an unknown tensor, an
 enqueue with an unbound input or output), and records every call; the stand-in streams and CUDA graphs record what
-torch would be asked to do. The real engine runs in tests/backend/test_runtime.py (markers gpu + tensorrt).
+torch would be asked to do. The real engine runs in tests/test_runtime.py (markers gpu + tensorrt).
 """
 from __future__ import annotations
 

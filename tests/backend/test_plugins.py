@@ -8,7 +8,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from tests.backend.conftest import raw_custom_graph
+from tests.helpers import raw_custom_graph
 from tests.plugins import real_trtp
 from torchtrt_ext import _native
 from torchtrt_ext.backend import plugins as plugin_modes
@@ -152,7 +152,7 @@ python = plugins.PluginPlan("python", ops=(OpPlan(SPEC.plugin_ref, "python"),))
 first, second = (cpp, python) if sys.argv[1] == "cpp-first" else (python, cpp)
 plugins.load_plugins(api, first)
 print("REGISTERED", plugins.registered_plugin_mode(api, [SPEC.plugin_ref]))
-from tests.backend.conftest import raw_custom_graph
+from tests.helpers import raw_custom_graph
 from tests.plugins import real_trtp
 print("AUTO", plugins.resolve_plugin_mode("auto", api, raw_custom_graph()).mode)
 try:
