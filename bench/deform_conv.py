@@ -3,8 +3,8 @@
     python bench/deform_conv.py [--dtypes float32,float16,bfloat16] [--warmup 30] [--reps 200]
                                 [--cases resnet_stage,det_head,fpn_level,small] [--math] [--kernels]
 
-Cases follow shared/anchors/dcn_h200.md and issue 17 (3x3, padding 1, one offset group, offsets with sigma = 2 pixels,
-random mask, bias). Methods:
+Cases (``CASES``) follow the first H200 reference measurements and issue 17 (3x3, padding 1, one offset group, offsets
+with sigma = 2 pixels, random mask, bias). Methods:
   plugin      the launcher torchtrt_ext_deform_conv2d on NCHW tensors, as the TensorRT plugins' enqueue calls it
               (ops/_deform_conv2d_full.deform_conv2d_full): transpose, sampling, GEMM with the bias (cuBLASLt's;
               TORCHTRT_EXT_CUBLASLT=0 times our own tensor-core GEMM)

@@ -2,11 +2,11 @@
 
     python bench/kernels.py [--dtypes float32,float16,bfloat16] [--warmup 50] [--reps 500] [--no-compile]
 
-Cases are those of shared/anchors/l2norm_h200.md. Each timed run is preceded by a write of a 256 MB buffer, which
-evicts the L2 cache (as triton.testing.do_bench does, the method of the anchors), and a GPU spin of 200 µs that keeps
-the host's launches queued ahead, so a pair of CUDA events times device work only; the table gives the median and the
-95th percentile in µs. GB/s counts one read and one write of the tensor, the fewest bytes any L2Norm moves. `copy` is
-torch.empty_like(x).copy_(x), the practical bandwidth ceiling.
+Cases are ``CASES`` below, the shapes of the first H200 reference measurements. Each timed run is preceded by a write
+of a 256 MB buffer, which evicts the L2 cache (as triton.testing.do_bench does, the method of those measurements), and
+a GPU spin of 200 µs that keeps the host's launches queued ahead, so a pair of CUDA events times device work only; the
+table gives the median and the 95th percentile in µs. GB/s counts one read and one write of the tensor, the fewest
+bytes any L2Norm moves. `copy` is torch.empty_like(x).copy_(x), the practical bandwidth ceiling.
 Where the tensors land matters: on the H200 one kernel's time moves by up to 0.6% at 128 MB between output buffers,
 and a 64 MB copy's by up to 9% between processes (19.2 to 20.9 µs), which moves the ratios more than the differences
 measured. So every method reads each of SLOTS copies of the input in turn, allocates its output as a user's call

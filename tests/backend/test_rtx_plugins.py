@@ -103,7 +103,8 @@ REJECTED_CASES = [(op, r) for op in sorted(CASES) for r in CASES[op].rejected]
 
 def case_graph(op: str, dtype: torch.dtype = torch.float32, rejected: Rejected | None = None,
                our_namespace: bool = False) -> onnx.ModelProto:
-    """A one-node graph of ``op``: typed graph inputs (dynamic dims named), the node as DESIGN.md §3 writes it.
+    """A one-node graph of ``op``: typed graph inputs (dynamic dims named), the node as docs/design.md#onnx-contract
+    writes it.
     ``our_namespace``: name our creator's namespace in the node, as the build does for an op bound to TensorRT's plugin
     that our fallback serves (for parsing the graph directly, without the build's plan)."""
     case, spec = CASES[op], get_op(op).spec

@@ -21,7 +21,7 @@ namespace torchtrt_ext
 namespace plugins
 {
 
-//! The namespace every torchtrt_ext creator uses unless registered under another (DESIGN.md §3).
+//! The namespace every torchtrt_ext creator uses unless registered under another (docs/design.md#onnx-contract).
 constexpr char const* kDEFAULT_NAMESPACE = "torchtrt_ext";
 
 //! Human-readable name of a PluginFieldType, for error messages ("kINT32").
