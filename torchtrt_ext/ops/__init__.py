@@ -4,7 +4,7 @@ Each op is one file here; adding an op is one new file plus one import line belo
 """
 from __future__ import annotations
 
-from torchtrt_ext.ops._spec import (
+from torchtrt_ext.ops.spec import (
     DOMAIN,
     PROVIDER_OURS,
     PROVIDER_TENSORRT,

@@ -18,7 +18,7 @@ import torch
 
 from torchtrt_ext import _native
 from torchtrt_ext.errors import InvalidInputError, failure
-from torchtrt_ext.ops._spec import Buffer
+from torchtrt_ext.ops.spec import Buffer
 
 _LAUNCHERS = {
     torch.float32: "torchtrt_ext_l2norm_f32",

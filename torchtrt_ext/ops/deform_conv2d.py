@@ -13,7 +13,7 @@ lies outside the image contributes 0 on its own.
 
 Inputs, in node order: ``input [N, C_in, H, W]``, ``offset [N, 2*offset_groups*K, H_out, W_out]``,
 ``weight [C_out, C_in/groups, kh, kw]``, optional ``bias [C_out]``, optional ``mask [N, offset_groups*K, H_out,
-W_out]``. Optional inputs come last (``_spec`` requires it); when a mask is given without a bias, the public
+W_out]``. Optional inputs come last (``OpSpec`` requires it); when a mask is given without a bias, the public
 function passes a zero bias, so a node never has a hole in its inputs.
 
 Eager math: torchvision's op when torchvision imports, else the PyTorch implementation here (gather-based,
@@ -33,7 +33,7 @@ import torch
 
 from torchtrt_ext.errors import InvalidInputError
 from torchtrt_ext.ops._deform_conv2d_full import deform_conv2d_full, launch, workspace_size
-from torchtrt_ext.ops._spec import Attr, Buffer, Decomposer, OpSpec, define_op
+from torchtrt_ext.ops.spec import Attr, Buffer, Decomposer, OpSpec, define_op
 
 _NAME = "DeformConv2d"
 

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError, failure
-from torchtrt_ext.ops._spec import (
+from torchtrt_ext.ops.spec import (
     DOMAIN,
     PROVIDER_OURS,
     PROVIDER_TENSORRT,

@@ -12,7 +12,7 @@ import torch
 
 from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError
 from torchtrt_ext.ops._l2norm_cuda import l2norm_cuda_unchecked, launch_l2norm
-from torchtrt_ext.ops._spec import Attr, Decomposer, OpSpec, define_op, finite_positive
+from torchtrt_ext.ops.spec import Attr, Decomposer, OpSpec, define_op, finite_positive
 
 
 def _eager(x: torch.Tensor, axis: int, eps: float) -> torch.Tensor:

@@ -49,7 +49,7 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
-from torchtrt_ext.ops._spec import DOMAIN, DOMAIN_VERSION
+from torchtrt_ext.ops.spec import DOMAIN, DOMAIN_VERSION
 from torchtrt_ext.ops.l2norm import SPEC as L2NORM_SPEC
 from torchtrt_ext.passes.onnx_util import FLOAT_TYPES, OnnxSource, is_standard_domain, read_onnx
 

@@ -10,7 +10,7 @@ from typing import Union
 import onnx
 
 from torchtrt_ext.errors import InvalidInputError, failure
-from torchtrt_ext.ops._spec import DOMAIN
+from torchtrt_ext.ops.spec import DOMAIN
 
 OnnxSource = Union[onnx.ModelProto, str, "os.PathLike[str]", bytes, bytearray]
 

@@ -7,7 +7,7 @@ import onnx
 from google.protobuf.message import EncodeError
 from onnx import helper
 
-from torchtrt_ext.ops._spec import DOMAIN, SymDim, get_op, onnx_elem_type, torch_dtype
+from torchtrt_ext.ops.spec import DOMAIN, SymDim, get_op, onnx_elem_type, torch_dtype
 from torchtrt_ext.passes.onnx_util import OnnxSource, read_onnx
 
 
