@@ -33,7 +33,8 @@ import torch
 
 from torchtrt_ext.errors import InvalidInputError
 from torchtrt_ext.ops._deform_conv2d_full import deform_conv2d_full, launch, workspace_size
-from torchtrt_ext.ops.spec import Attr, Buffer, Decomposer, OpSpec, define_op
+from torchtrt_ext.ops._torch_op import define_op
+from torchtrt_ext.ops.spec import Attr, Buffer, Decomposer, OpSpec
 
 _NAME = "DeformConv2d"
 

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError, failure
+from torchtrt_ext.ops._torch_op import define_op
 from torchtrt_ext.ops.spec import (
     DOMAIN,
     PROVIDER_OURS,
@@ -34,7 +35,6 @@ from torchtrt_ext.ops.spec import (
     Decomposer,
     OpSpec,
     PluginRef,
-    define_op,
 )
 
 _NAME = "EfficientNMS_TRT"

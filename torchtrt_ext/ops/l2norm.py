@@ -12,7 +12,8 @@ import torch
 
 from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError
 from torchtrt_ext.ops._l2norm_cuda import l2norm_cuda_unchecked, launch_l2norm
-from torchtrt_ext.ops.spec import Attr, Decomposer, OpSpec, define_op, finite_positive
+from torchtrt_ext.ops._torch_op import define_op
+from torchtrt_ext.ops.spec import Attr, Decomposer, OpSpec, finite_positive
 
 
 def _eager(x: torch.Tensor, axis: int, eps: float) -> torch.Tensor:
