@@ -8,7 +8,7 @@ the doctor read ops through this module (``registered_ops``, ``get_op``); ``defi
 spec into the callable op and its torch.library and exporter registrations.
 
 Every node has domain ``torchtrt_ext``, op_type = plugin name, the attributes, and ``plugin_version`` /
-``plugin_namespace`` so TensorRT's ONNX parser finds the plugin creator (docs/design.md, "Plugin routing").
+``plugin_namespace`` so TensorRT's ONNX parser finds the plugin creator (docs/design.md#onnx-contract).
 """
 from __future__ import annotations
 
@@ -311,7 +311,7 @@ class OpSpec:
 
     def make_node(self, inputs: Sequence[str], outputs: Sequence[str], name: str | None = None,
                   **attrs: Any) -> onnx.NodeProto:
-        """An ONNX node of this op (attributes validated, defaults filled) (docs/design.md, "Plugin routing")."""
+        """An ONNX node of this op, attributes validated and defaults filled (docs/design.md#onnx-contract)."""
         full = self.validate_attrs(attrs)
         return helper.make_node(self.name, list(inputs), list(outputs), name=name, domain=DOMAIN,
                                 **self.node_attributes(full))

@@ -3,7 +3,7 @@ walker, the standard-domain set."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Union
 
@@ -88,6 +88,7 @@ def read_onnx(source: OnnxSource, what: str = "the ONNX model") -> onnx.ModelPro
     empty, truncated or non-ONNX file, instead of protobuf's DecodeError or an empty model that reports nothing."""
     if isinstance(source, onnx.ModelProto):
         return source
+    load: Callable[[], onnx.ModelProto]
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if not path.is_file():
