@@ -16,8 +16,15 @@ import onnx
 import torch
 
 from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, OpDefinitionError, failure
-from torchtrt_ext.ops.spec import DOMAIN, DOMAIN_VERSION, AttrKind, OpSpec, SymDim, record_definition, \
-    registered_ops
+from torchtrt_ext.ops.spec import (
+    DOMAIN,
+    DOMAIN_VERSION,
+    AttrKind,
+    OpSpec,
+    SymDim,
+    record_definition,
+    registered_ops,
+)
 
 # attribute kind -> (torch schema type, ONNX attribute type, legacy g.op suffix)
 _KINDS: dict[AttrKind, tuple[str, onnx.defs.OpSchema.AttrType, str]] = {

@@ -332,7 +332,7 @@ _Op = TypeVar("_Op", bound=DefinedOp)
 _DEFINED: dict[str, DefinedOp] = {}  # by ONNX op_type
 
 
-def check_definition(spec: OpSpec) -> None:
+def _check_definition(spec: OpSpec) -> None:
     """Raise OpDefinitionError unless ``spec`` is a well-formed op not yet defined in this process."""
     if not spec.name.isidentifier() or not spec.inputs or not spec.outputs:
         raise OpDefinitionError(f"op {spec.name!r}: needs an identifier name, inputs and outputs")
@@ -351,8 +351,9 @@ def check_definition(spec: OpSpec) -> None:
 
 
 def record_definition(spec: OpSpec, make: Callable[[OpSpec], _Op]) -> _Op:
-    """Check ``spec`` (``check_definition``), make its op with ``make`` and record it for ``registered_ops``."""
-    check_definition(spec)
+    """Check ``spec`` as a new, well-formed op (OpDefinitionError otherwise), make its op with ``make`` (the torch
+    side: ``define_op``) and record it for ``registered_ops``."""
+    _check_definition(spec)
     op = make(spec)
     _DEFINED[spec.name] = op
     return op
