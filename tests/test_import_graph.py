@@ -1,5 +1,6 @@
 """The package layering: graph rewrites (``passes``) never import the backend or the doctor; the backend uses the passes
-and never the doctor; the doctor sits outside both. Read from the sources (every import statement, at any depth)."""
+and never the doctor; the doctor sits outside both; the op contract (``ops.spec``) sits below the torch side of the
+ops. Read from the sources (every import statement, at any depth)."""
 from __future__ import annotations
 
 import ast
@@ -67,6 +68,17 @@ def test_the_doctor_lives_outside_both_packages() -> None:
     targets = {t for t, _ in imports(PACKAGE / "doctor.py")}
     assert any(_within(t, "torchtrt_ext.backend") for t in targets) and any(_within(t, "torchtrt_ext.passes")
                                                                              for t in targets)
+
+
+def test_the_op_contract_stands_below_the_torch_side() -> None:
+    """``ops.spec`` (what an op is) needs only the errors; ``ops._torch_op`` (how torch calls it) builds on it; the passes
+    and the backend read ops through the contract, never the torch side."""
+    spec = {t for t, _ in imports(PACKAGE / "ops" / "spec.py") if t.startswith("torchtrt_ext")}
+    assert spec == {"torchtrt_ext.errors"}
+    assert "torchtrt_ext.ops.spec" in {t for t, _ in imports(PACKAGE / "ops" / "_torch_op.py")}
+    readers = {t for package in ("passes", "backend") for targets in _package_imports(package).values()
+               for t, _ in targets}
+    assert "torchtrt_ext.ops.spec" in readers and "torchtrt_ext.ops._torch_op" not in readers
 
 
 def test_the_walker_sees_what_it_is_given() -> None:

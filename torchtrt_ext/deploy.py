@@ -35,7 +35,7 @@ import onnx
 from torchtrt_ext._files import atomic_write, save_onnx
 from torchtrt_ext.backend.engine import Engine, EngineMetadata, TensorInfo, is_engine_file
 from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, failure
-from torchtrt_ext.ops._spec import DOMAIN
+from torchtrt_ext.ops.spec import DOMAIN
 
 log = logging.getLogger("torchtrt_ext.deploy")
 

@@ -33,7 +33,7 @@ from torchtrt_ext import _native
 from torchtrt_ext.backend.plugin_plan import OpPlan, PluginPlan
 from torchtrt_ext.backend.plugins import auto_route, plugin_refs
 from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, OnnxParseError, failure
-from torchtrt_ext.ops._spec import DOMAIN, PROVIDER_OURS, PluginRef, registered_ops
+from torchtrt_ext.ops.spec import DOMAIN, PROVIDER_OURS, PluginRef, registered_ops
 from torchtrt_ext.passes import trt_op_support as table
 from torchtrt_ext.passes.nms_patterns import REMEDY as NMS_REMEDY
 from torchtrt_ext.passes.nms_patterns import find_nms_patterns

@@ -21,7 +21,8 @@ import torch
 
 from torchtrt_ext._files import save_onnx
 from torchtrt_ext.errors import ExportError, InvalidInputError, failure
-from torchtrt_ext.ops._spec import DOMAIN, DOMAIN_VERSION, custom_translation_table
+from torchtrt_ext.ops._torch_op import custom_translation_table
+from torchtrt_ext.ops.spec import DOMAIN, DOMAIN_VERSION
 from torchtrt_ext.passes.shapes import infer_shapes, too_big, weightless
 
 log = logging.getLogger("torchtrt_ext")

@@ -52,7 +52,7 @@ from torchtrt_ext.errors import (
     failure,
 )
 from torchtrt_ext.export import output_names
-from torchtrt_ext.ops._spec import torch_dtype
+from torchtrt_ext.ops.spec import torch_dtype
 from torchtrt_ext.passes import decompose_custom_ops
 from torchtrt_ext.passes.onnx_util import custom_nodes
 from torchtrt_ext.passes.onnx_util import read_onnx

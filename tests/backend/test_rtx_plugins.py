@@ -31,7 +31,7 @@ from tests.plugins._plugin_harness import built_library
 from torchtrt_ext.backend import build_engine, load_backend
 from torchtrt_ext.errors import BuildError, LibraryNotFoundError
 from torchtrt_ext.ops import DOMAIN, get_op
-from torchtrt_ext.ops._spec import onnx_elem_type
+from torchtrt_ext.ops.spec import onnx_elem_type
 from torchtrt_ext.doctor import report
 
 Shape = list[Any]  # ints, or strings naming dynamic dims

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from torchtrt_ext.ops._spec import registered_ops
+from torchtrt_ext.ops.spec import registered_ops
 
 
 @pytest.fixture(autouse=True)

@@ -410,7 +410,7 @@ def test_calls_with_and_without_an_optional_input_are_each_checked_once() -> Non
 
 
 def test_an_op_remembers_a_bounded_number_of_call_signatures() -> None:
-    from torchtrt_ext.ops._spec import _MAX_SIGNATURES
+    from torchtrt_ext.ops._torch_op import _MAX_SIGNATURES
 
     op, prepared = _counting_axpy_prod()
     inputs = [torch.randn(n + 1) for n in range(_MAX_SIGNATURES + 1)]  # each length its own signature

@@ -8,7 +8,7 @@ from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
 import torchtrt_ext.ops  # noqa: F401  (defines L2Norm: its schema lets shape inference pass through it)
-from torchtrt_ext.ops._spec import get_op
+from torchtrt_ext.ops.spec import get_op
 from torchtrt_ext.passes.cleanup import cleanup
 
 IR_VERSION = 10  # what the exporters write; onnxruntime 1.30 (on the GPU machine) reads IR versions up to 13 only

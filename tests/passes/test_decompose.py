@@ -11,7 +11,7 @@ import torchtrt_ext.ops  # noqa: F401  (defines L2Norm)
 from tests.helpers import run_onnx
 from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError
 from torchtrt_ext.ops import Attr, OpSpec, define_op
-from torchtrt_ext.ops._spec import get_op
+from torchtrt_ext.ops.spec import get_op
 from torchtrt_ext.passes import decompose_custom_ops
 from torchtrt_ext.passes.onnx_util import default_opset
 

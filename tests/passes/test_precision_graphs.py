@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import torchtrt_ext.ops  # noqa: F401  (defines L2Norm)
 from torchtrt_ext.errors import InvalidInputError
-from torchtrt_ext.ops._spec import get_op
+from torchtrt_ext.ops.spec import get_op
 from torchtrt_ext.passes.precision import apply_precision
 
 ort = pytest.importorskip("onnxruntime")

@@ -14,7 +14,7 @@ import pytest
 
 from torchtrt_ext.errors import LibraryNotFoundError
 from torchtrt_ext.ops import DOMAIN
-from torchtrt_ext.ops._spec import OpSpec
+from torchtrt_ext.ops.spec import OpSpec
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent

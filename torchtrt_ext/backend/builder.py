@@ -41,7 +41,7 @@ from torchtrt_ext.backend.profiles import (
     profiles_for_graph,
 )
 from torchtrt_ext.errors import BuildError, InvalidInputError, OnnxParseError, failure
-from torchtrt_ext.ops._spec import DOMAIN
+from torchtrt_ext.ops.spec import DOMAIN
 from torchtrt_ext.passes.onnx_util import read_onnx
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from torchtrt_ext.ops._spec import PluginRef
+from torchtrt_ext.ops.spec import PluginRef
 
 ROUTES = ("cpp", "python", "tensorrt", "decompose")
 

@@ -40,7 +40,7 @@ from torchtrt_ext.errors import (
     TorchTRTExtError,
     failure,
 )
-from torchtrt_ext.ops._spec import DOMAIN, PROVIDER_OURS, PROVIDER_TENSORRT, PluginRef, registered_ops
+from torchtrt_ext.ops.spec import DOMAIN, PROVIDER_OURS, PROVIDER_TENSORRT, PluginRef, registered_ops
 from torchtrt_ext.passes import bind_plugin_namespaces, complete_optional_inputs, decompose_custom_ops
 from torchtrt_ext.passes.onnx_util import custom_nodes, node_attr
 

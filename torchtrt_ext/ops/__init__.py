@@ -4,17 +4,16 @@ Each op is one file here; adding an op is one new file plus one import line belo
 """
 from __future__ import annotations
 
-from torchtrt_ext.ops._spec import (
+from torchtrt_ext.ops._torch_op import CustomOp, define_op
+from torchtrt_ext.ops.spec import (
     DOMAIN,
     PROVIDER_OURS,
     PROVIDER_TENSORRT,
     Attr,
     Buffer,
-    CustomOp,
     Decomposer,
     OpSpec,
     PluginRef,
-    define_op,
     finite_positive,
     get_op,
     registered_ops,

@@ -18,7 +18,7 @@ import torch
 
 from torchtrt_ext import _native
 from torchtrt_ext.errors import InvalidInputError, failure
-from torchtrt_ext.ops._spec import Buffer
+from torchtrt_ext.ops.spec import Buffer
 
 _LAUNCHERS = {
     torch.float32: "torchtrt_ext_l2norm_f32",
@@ -55,7 +55,8 @@ def launch_l2norm(inputs: Sequence[Buffer | None], outputs: Sequence[Buffer], st
     _enqueue(x.ptr, y.ptr, x.shape, x.dtype, axis, eps, stream)
 
 
-def _enqueue(x: int, y: int, shape: Sequence[int], dtype: torch.dtype, axis: int, eps: float, stream: int) -> None:
+def _enqueue(x: int, y: int, shape: torch.Size | tuple[int, ...], dtype: torch.dtype, axis: int, eps: float,
+             stream: int) -> None:
     """Enqueue the kernel on device pointers ``x -> y`` (contiguous, ``shape``, ``dtype``); see launch_l2norm."""
     if math.prod(shape) == 0:
         return

@@ -13,7 +13,7 @@ lies outside the image contributes 0 on its own.
 
 Inputs, in node order: ``input [N, C_in, H, W]``, ``offset [N, 2*offset_groups*K, H_out, W_out]``,
 ``weight [C_out, C_in/groups, kh, kw]``, optional ``bias [C_out]``, optional ``mask [N, offset_groups*K, H_out,
-W_out]``. Optional inputs come last (``_spec`` requires it); when a mask is given without a bias, the public
+W_out]``. Optional inputs come last (``OpSpec`` requires it); when a mask is given without a bias, the public
 function passes a zero bias, so a node never has a hole in its inputs.
 
 Eager math: torchvision's op when torchvision imports, else the PyTorch implementation here (gather-based,
@@ -33,7 +33,10 @@ import torch
 
 from torchtrt_ext.errors import InvalidInputError
 from torchtrt_ext.ops._deform_conv2d_full import deform_conv2d_full, launch, workspace_size
-from torchtrt_ext.ops._spec import Attr, Buffer, Decomposer, OpSpec, define_op
+from torchtrt_ext.ops._torch_op import define_op
+from torchtrt_ext.ops.spec import Attr, Buffer, Decomposer, OpSpec, Shape
+
+_Pair = tuple[int, int]  # stride, padding, dilation as their attribute checks (``_is_pair``) leave them: (h, w)
 
 _NAME = "DeformConv2d"
 
@@ -109,32 +112,34 @@ def torch_deform_conv2d(input: torch.Tensor, offset: torch.Tensor, weight: torch
                         padding: tuple[int, int], dilation: tuple[int, int], groups: int,
                         offset_groups: int) -> torch.Tensor:
     """The op in plain PyTorch (FP32 math, result in input's dtype); needs no torchvision."""
-    f32 = [None if t is None else t.float() for t in (input, offset, weight, bias, mask)]
-    x, off, w, b, m = f32
-    cols = sample_columns(x, off, m, tuple(weight.shape[-2:]), stride, padding, dilation, offset_groups)
-    return columns_to_output(cols, w, b, groups, tuple(offset.shape[-2:])).to(input.dtype)
+    b, m = (None if t is None else t.float() for t in (bias, mask))
+    kernel, out_size = (weight.shape[-2], weight.shape[-1]), (offset.shape[-2], offset.shape[-1])
+    cols = sample_columns(input.float(), offset.float(), m, kernel, stride, padding, dilation, offset_groups)
+    return columns_to_output(cols, weight.float(), b, groups, out_size).to(input.dtype)
 
 
 def _eager(input: torch.Tensor, offset: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-           mask: torch.Tensor | None, stride: tuple, padding: tuple, dilation: tuple, groups: int,
+           mask: torch.Tensor | None, stride: _Pair, padding: _Pair, dilation: _Pair, groups: int,
            offset_groups: int) -> torch.Tensor:
     tv = _torchvision_op()
     if tv is None:
         return torch_deform_conv2d(input, offset, weight, bias, mask, stride, padding, dilation, groups, offset_groups)
     f32 = [None if t is None else t.float() for t in (input, offset, weight, bias, mask)]
     x, off, w, b, m = f32
-    return tv(x, off, w, b, stride=tuple(stride), padding=tuple(padding), dilation=tuple(dilation),
-              mask=m).to(input.dtype)
+    y: torch.Tensor = tv(x, off, w, b, stride=tuple(stride), padding=tuple(padding), dilation=tuple(dilation),
+                         mask=m)
+    return y.to(input.dtype)
 
 
 def _cuda(input: torch.Tensor, offset: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-          mask: torch.Tensor | None, stride: tuple, padding: tuple, dilation: tuple, groups: int,
+          mask: torch.Tensor | None, stride: _Pair, padding: _Pair, dilation: _Pair, groups: int,
           offset_groups: int) -> torch.Tensor:
     return deform_conv2d_full(input, offset, weight, bias, mask, stride, padding, dilation, groups, offset_groups)
 
 
 # ------------------------------------------------------------------------------------------ shapes and checks
-def output_size(h: Any, w: Any, kernel: tuple[Any, Any], stride: tuple, padding: tuple, dilation: tuple) -> tuple:
+def output_size(h: Any, w: Any, kernel: tuple[Any, Any], stride: _Pair, padding: _Pair,
+                dilation: _Pair) -> tuple[Any, Any]:
     """(H_out, W_out) of the convolution; arithmetic only, so the dims may be symbolic. A symbolic dim is always the
     left operand: tensorrt.plugin's ShapeExpr has ``+ - * //`` but no reflected operators (``2 * dim`` fails)."""
     ho = (h + 2 * padding[0] - (kernel[0] - 1) * dilation[0] - 1) // stride[0] + 1
@@ -142,8 +147,8 @@ def output_size(h: Any, w: Any, kernel: tuple[Any, Any], stride: tuple, padding:
     return ho, wo
 
 
-def _shape_rule(shapes: list[tuple], dtypes: list[torch.dtype], stride: tuple, padding: tuple, dilation: tuple,
-                groups: int, offset_groups: int) -> list:
+def _shape_rule(shapes: list[Shape], dtypes: list[torch.dtype], stride: _Pair, padding: _Pair, dilation: _Pair,
+                groups: int, offset_groups: int) -> list[tuple[Shape, torch.dtype]]:
     x, weight = shapes[0], shapes[2]
     ho, wo = output_size(x[2], x[3], (weight[2], weight[3]), stride, padding, dilation)
     return [((x[0], weight[0], ho, wo), dtypes[0])]
@@ -158,7 +163,7 @@ def _bad(arg: str, got: str, expected: str, remedy: str) -> InvalidInputError:
     return InvalidInputError(f"{_NAME}: argument {arg!r} {got}; expected {expected}", remedy=remedy)
 
 
-def _prepare(shapes: list[tuple], dtypes: list[torch.dtype], stride: tuple, padding: tuple, dilation: tuple,
+def _prepare(shapes: list[Shape], dtypes: list[torch.dtype], stride: _Pair, padding: _Pair, dilation: _Pair,
              groups: int, offset_groups: int) -> dict[str, Any]:
     names = ["input", "offset", "weight", "bias", "mask"][:len(shapes)]
     ranks = {"input": 4, "offset": 4, "weight": 4, "bias": 1, "mask": 4}
@@ -209,8 +214,8 @@ def _prepare(shapes: list[tuple], dtypes: list[torch.dtype], stride: tuple, padd
 
 
 # ------------------------------------------------------------------------------------------------ decomposition
-def _decompose(d: Decomposer, inputs: list[str], outputs: list[str], stride: tuple, padding: tuple,
-               dilation: tuple, groups: int, offset_groups: int) -> None:
+def _decompose(d: Decomposer, inputs: list[str], outputs: list[str], stride: _Pair, padding: _Pair,
+               dilation: _Pair, groups: int, offset_groups: int) -> None:
     """Gather-based: sampling positions from Range + offsets, four GatherND corners with explicit masks, MatMul.
 
     Every size comes from Shape at run time (dynamic batch and spatial dims work); math in FP32.
@@ -285,6 +290,7 @@ def _decompose(d: Decomposer, inputs: list[str], outputs: list[str], stride: tup
         vals = d.op("GatherND", data, index, batch_dims=2)  # [N, og, K*Ho*Wo, C/og]
         term = d.op("Mul", vals, d.op("Unsqueeze", weight, d.const([3], i64)))
         cols = term if cols is None else d.op("Add", cols, term)
+    assert cols is not None  # the four corners were summed
     # [N, og, K, Ho*Wo, C/og] -> [N, og, C/og, K, Ho*Wo] -> [N, groups, C*K/groups, Ho*Wo]
     p = d.op("Mul", ho, wo)
     cols = d.op("Reshape", cols, cat(n, og_t, k, p, c_per_og))
@@ -299,8 +305,8 @@ def _decompose(d: Decomposer, inputs: list[str], outputs: list[str], stride: tup
 
 
 # ----------------------------------------------------------------------------------------------- the launcher
-def _launch(inputs: Sequence[Buffer | None], outputs: Sequence[Buffer], stream: int, *, stride: tuple,
-            padding: tuple, dilation: tuple, groups: int, offset_groups: int) -> None:
+def _launch(inputs: Sequence[Buffer | None], outputs: Sequence[Buffer], stream: int, *, stride: _Pair,
+            padding: _Pair, dilation: _Pair, groups: int, offset_groups: int) -> None:
     """The full-op launcher (sampling + our GEMM) on raw buffers (the Python plugin's kernel call), with a workspace
     allocated here (torch's caching allocator, recorded on ``stream`` so it is not reused before the kernels finish)."""
     x, offset, weight, bias, mask = (list(inputs) + [None, None])[:5]
@@ -312,7 +318,7 @@ def _launch(inputs: Sequence[Buffer | None], outputs: Sequence[Buffer], stream: 
     nbytes = workspace_size(x.shape, weight.shape, *conv, x.dtype)
     device = torch.device("cuda", torch.cuda.current_device())
     workspace = torch.empty(max(1, nbytes), dtype=torch.uint8, device=device)
-    workspace.record_stream(torch.cuda.ExternalStream(stream, device=device))
+    workspace.record_stream(torch.cuda.ExternalStream(stream, device=device))  # type: ignore[no-untyped-call]
     launch(x.dtype, x.ptr, offset.ptr, weight.ptr, None if bias is None else bias.ptr,
            None if mask is None else mask.ptr, y.ptr, workspace.data_ptr(), nbytes, x.shape, weight.shape, *conv,
            stream, f"the {_NAME} launcher")
@@ -383,9 +389,9 @@ def deform_conv2d(input: torch.Tensor, offset: torch.Tensor, weight: torch.Tenso
             raise InvalidInputError(f"{_NAME}: input {name!r} must be a torch.Tensor, got {type(t).__name__}")
     offset_groups = 1
     if weight.dim() == 4 and offset.dim() == 4:
-        if torch.jit.is_tracing():
+        if torch.jit.is_tracing():  # type: ignore[attr-defined,no-untyped-call]  # dynamo traces this, not _C's
             with warnings.catch_warnings():  # channel counts are static: the legacy tracer's int() warning is moot
-                warnings.simplefilter("ignore", torch.jit.TracerWarning)
+                warnings.simplefilter("ignore", torch.jit.TracerWarning)  # type: ignore[attr-defined]
                 offset_groups = _offset_groups(offset.shape, weight.shape)
         else:  # catch_warnings costs microseconds per call (and resets the warning registry): only where it matters
             offset_groups = _offset_groups(offset.shape, weight.shape)
@@ -394,5 +400,6 @@ def deform_conv2d(input: torch.Tensor, offset: torch.Tensor, weight: torch.Tenso
     tensors = (input, offset, weight, bias) + ((mask,) if mask is not None else ())
     if bias is None:
         tensors = tensors[:3]
-    return DEFORM_CONV2D(*tensors, stride=_pair(stride), padding=_pair(padding), dilation=_pair(dilation),
-                         groups=groups, offset_groups=offset_groups)
+    y: torch.Tensor = DEFORM_CONV2D(*tensors, stride=_pair(stride), padding=_pair(padding), dilation=_pair(dilation),
+                                    groups=groups, offset_groups=offset_groups)
+    return y

@@ -26,7 +26,8 @@ import numpy as np
 import torch
 
 from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError, failure
-from torchtrt_ext.ops._spec import (
+from torchtrt_ext.ops._torch_op import define_op
+from torchtrt_ext.ops.spec import (
     DOMAIN,
     PROVIDER_OURS,
     PROVIDER_TENSORRT,
@@ -34,7 +35,7 @@ from torchtrt_ext.ops._spec import (
     Decomposer,
     OpSpec,
     PluginRef,
-    define_op,
+    Shape,
 )
 
 _NAME = "EfficientNMS_TRT"
@@ -145,7 +146,7 @@ def _cuda(boxes: torch.Tensor, scores: torch.Tensor, **attrs: Any) -> tuple[torc
 
 
 # --------------------------------------------------------------------------------------------- shapes, checks
-def _prepare(shapes: list[tuple], dtypes: list[torch.dtype], **attrs: Any) -> dict[str, Any]:
+def _prepare(shapes: list[Shape], dtypes: list[torch.dtype], **attrs: Any) -> dict[str, Any]:
     boxes, scores = shapes
     if len(boxes) != 3 or _known(boxes[2]) not in (None, 4):
         raise InvalidInputError(failure(f"{_NAME}: input 'boxes' has shape {list(boxes)}", "[batch, anchors, 4]",
@@ -169,7 +170,8 @@ def _known(dim: Any) -> int | None:
     return dim if isinstance(dim, int) else None
 
 
-def _shape_rule(shapes: list[tuple], dtypes: list[torch.dtype], max_output_boxes: int, **_: Any) -> list:
+def _shape_rule(shapes: list[Shape], dtypes: list[torch.dtype], max_output_boxes: int,
+                **_: Any) -> list[tuple[Shape, torch.dtype]]:
     batch, k = shapes[1][0], max_output_boxes
     return [((batch, 1), torch.int32), ((batch, k, 4), dtypes[0]), ((batch, k), dtypes[0]), ((batch, k), torch.int32)]
 
@@ -287,6 +289,7 @@ def efficient_nms(boxes: torch.Tensor, scores: torch.Tensor, *, score_threshold:
     for name, value in flags.items():
         if not isinstance(value, (bool, int)) or value not in (0, 1):
             raise InvalidAttributeError(f"{_NAME}: argument {name}={value!r} is not allowed. Allowed: True or False.")
-    return EFFICIENT_NMS(boxes, scores, score_threshold=score_threshold, iou_threshold=iou_threshold,
-                         max_output_boxes=max_output_boxes, background_class=background_class,
-                         box_coding=BOX_CODINGS[box_coding], **{k: int(v) for k, v in flags.items()})
+    outs: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] = EFFICIENT_NMS(
+        boxes, scores, score_threshold=score_threshold, iou_threshold=iou_threshold, max_output_boxes=max_output_boxes,
+        background_class=background_class, box_coding=BOX_CODINGS[box_coding], **{k: int(v) for k, v in flags.items()})
+    return outs

@@ -12,15 +12,17 @@ import torch
 
 from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError
 from torchtrt_ext.ops._l2norm_cuda import l2norm_cuda_unchecked, launch_l2norm
-from torchtrt_ext.ops._spec import Attr, Decomposer, OpSpec, define_op, finite_positive
+from torchtrt_ext.ops._torch_op import define_op
+from torchtrt_ext.ops.spec import Attr, Decomposer, OpSpec, Shape, finite_positive
 
 
 def _eager(x: torch.Tensor, axis: int, eps: float) -> torch.Tensor:
     norm = torch.linalg.vector_norm(x, ord=2, dim=axis, keepdim=True, dtype=torch.float32)
-    return (x.float() / norm.clamp_min(eps)).to(x.dtype)
+    y: torch.Tensor = x.float() / norm.clamp_min(eps)
+    return y.to(x.dtype)
 
 
-def _prepare(shapes: list[tuple], dtypes: list[torch.dtype], axis: int, eps: float) -> dict[str, Any]:
+def _prepare(shapes: list[Shape], dtypes: list[torch.dtype], axis: int, eps: float) -> dict[str, Any]:
     rank = len(shapes[0])
     if rank < 2:
         raise InvalidInputError(f"L2Norm: input 'x' must have rank >= 2, got shape {list(shapes[0])}",
@@ -31,7 +33,8 @@ def _prepare(shapes: list[tuple], dtypes: list[torch.dtype], axis: int, eps: flo
     return {"axis": axis % rank, "eps": eps}
 
 
-def _shape_rule(shapes: list[tuple], dtypes: list[torch.dtype], axis: int, eps: float) -> list:
+def _shape_rule(shapes: list[Shape], dtypes: list[torch.dtype], axis: int,
+                eps: float) -> list[tuple[Shape, torch.dtype]]:
     return [(shapes[0], dtypes[0])]
 
 
@@ -66,4 +69,5 @@ L2NORM = define_op(SPEC)
 
 def l2norm(x: torch.Tensor, dim: int = 1, eps: float = 1e-6) -> torch.Tensor:
     """``x / max(||x||_2 over dim, eps)`` (``F.normalize`` semantics); exports as one torchtrt_ext L2Norm node."""
-    return L2NORM(x, axis=dim, eps=eps)
+    y: torch.Tensor = L2NORM(x, axis=dim, eps=eps)  # the op returns Any: its outputs are the spec's to say
+    return y

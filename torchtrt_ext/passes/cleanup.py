@@ -82,7 +82,7 @@ def cleanup(model: OnnxSource, *, fold_constants: bool = True, infer_shapes: boo
                         "(pip install onnxruntime to fold every constant subgraph)")
         graph.fold_constants(fold_shapes=True, error_ok=True, should_exclude_node=_is_custom)
     graph.cleanup(remove_unused_graph_inputs=False).toposort()
-    out = gs.export_onnx(graph)
+    out: onnx.ModelProto = gs.export_onnx(graph)
     if infer_shapes:
         out = _infer(out)
     LOGGER.info("cleanup: %d nodes -> %d (%d Identity removed)", before, len(out.graph.node), identities)

@@ -6,7 +6,7 @@ from collections.abc import Collection
 import onnx
 
 from torchtrt_ext.errors import InvalidInputError, failure
-from torchtrt_ext.ops._spec import DOMAIN, Decomposer, get_op
+from torchtrt_ext.ops.spec import DOMAIN, Decomposer, get_op
 from torchtrt_ext.passes.onnx_util import OnnxSource, custom_nodes, default_opset, read_onnx, walk_graphs
 
 

@@ -49,7 +49,7 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
-from torchtrt_ext.ops._spec import DOMAIN, DOMAIN_VERSION
+from torchtrt_ext.ops.spec import DOMAIN, DOMAIN_VERSION
 from torchtrt_ext.ops.l2norm import SPEC as L2NORM_SPEC
 from torchtrt_ext.passes.onnx_util import FLOAT_TYPES, OnnxSource, is_standard_domain, read_onnx
 
@@ -255,7 +255,7 @@ def _clamp_min(view: _GraphView, node: gs.Node, tensor: gs.Tensor, match: _Match
     return None
 
 
-def _shape_symbols(view: _GraphView, tensor: gs.Tensor, depth: int = 0) -> list | None:
+def _shape_symbols(view: _GraphView, tensor: gs.Tensor, depth: int = 0) -> list[_Dim] | None:
     """The value of a 1-D shape tensor as ints and symbols ``(tensor name, dim)``; None when not provable."""
     value = view.constant(tensor)
     if value is not None:
@@ -271,11 +271,15 @@ def _shape_symbols(view: _GraphView, tensor: gs.Tensor, depth: int = 0) -> list 
         return dims[slice(start, end)]
     if node.op == "Concat" and node.attrs.get("axis", 0) in (0, -1):
         parts = [_shape_symbols(view, t, depth + 1) for t in node.inputs]
-        return None if any(p is None for p in parts) else [s for p in parts for s in p]
+        known = [p for p in parts if p is not None]
+        return None if len(known) != len(parts) else [s for p in known for s in p]
     return None
 
 
-def _dims(tensor: gs.Tensor) -> list | None:
+_Dim = int | str | tuple[str, int]  # a static dim, a dim_param, or (tensor name, axis) for an unnamed dynamic one
+
+
+def _dims(tensor: gs.Tensor) -> list[_Dim] | None:
     """``tensor``'s dims: ints where static, else a symbol equal only to the same dim of the same tensor/param."""
     if tensor.shape is None:
         return None
@@ -370,6 +374,7 @@ def _through_expand(view: _GraphView, node: gs.Node | None, tensor: gs.Tensor, m
                     accept: tuple[str, ...]) -> tuple[gs.Node | None, gs.Tensor]:
     if node is None or node.op != "Expand":
         return node, tensor
+    assert match.x is not None  # _walk sets it before following the chain
     if not _expand_keeps_shape(view, node, match.x):
         match.problems.append(f"{_label(node)} expands to a shape not proven equal to {match.x.name!r}'s")
     match.nodes.append(node)
@@ -381,13 +386,14 @@ def _finish(match: _Match, final: gs.Node, numerator: gs.Tensor) -> _Match:
     match.nodes.append(final)
     match.final = final
     x = match.x
+    assert x is not None  # _walk sets it before following the chain
     dtype = getattr(x, "dtype", None)
     if dtype is not None and not any(name in str(dtype) for name in _L2NORM_DTYPES):
         match.problems.append(f"{x.name!r} is {dtype}; L2Norm takes {', '.join(_L2NORM_DTYPES)}")
     if x.shape is not None and len(x.shape) < 2:
         match.problems.append(f"{x.name!r} has rank {len(x.shape)}; L2Norm needs rank >= 2")
-    if numerator is not match.x:
-        match.problems.append(f"{_label(final)} normalizes {numerator.name!r}, not the reduced tensor {match.x.name!r}")
+    if numerator is not x:
+        match.problems.append(f"{_label(final)} normalizes {numerator.name!r}, not the reduced tensor {x.name!r}")
     return match
 
 
@@ -405,6 +411,7 @@ def _normalized_axis(axis: int, x: gs.Tensor) -> int:
 
 def _make_node(match: _Match, name: str, output: str) -> onnx.NodeProto:
     """The L2Norm node, built by the op's own spec (attribute names, checks, plugin fields)."""
+    assert match.x is not None and match.axis is not None  # a match without problems has both
     return L2NORM_SPEC.make_node([match.x.name], [output], name=name,
                                            axis=_normalized_axis(match.axis, match.x), eps=match.eps)
 
@@ -490,6 +497,7 @@ def fuse_l2norm_with_report(model: OnnxSource) -> tuple[onnx.ModelProto, L2NormF
     replace: dict[int, onnx.NodeProto] = {}
     remove: set[int] = set()
     for match in matches:
+        assert match.final is not None  # every match ends at its final node (_finish)
         name = _fresh_name(f"{match.final.name or match.reduction.name or 'node'}/L2Norm", taken)
         node = _make_node(match, name, match.final.outputs[0].name)
         replace[match.order[id(match.final)]] = node  # x exists before the chain, so the final node's place is valid

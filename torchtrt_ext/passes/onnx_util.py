@@ -3,14 +3,14 @@ walker, the standard-domain set."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Union
 
 import onnx
 
 from torchtrt_ext.errors import InvalidInputError, failure
-from torchtrt_ext.ops._spec import DOMAIN
+from torchtrt_ext.ops.spec import DOMAIN
 
 OnnxSource = Union[onnx.ModelProto, str, "os.PathLike[str]", bytes, bytearray]
 
@@ -88,6 +88,7 @@ def read_onnx(source: OnnxSource, what: str = "the ONNX model") -> onnx.ModelPro
     empty, truncated or non-ONNX file, instead of protobuf's DecodeError or an empty model that reports nothing."""
     if isinstance(source, onnx.ModelProto):
         return source
+    load: Callable[[], onnx.ModelProto]
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if not path.is_file():

@@ -6,7 +6,7 @@ from collections.abc import Collection
 import onnx
 from onnx import helper
 
-from torchtrt_ext.ops._spec import DOMAIN, registered_ops
+from torchtrt_ext.ops.spec import DOMAIN, registered_ops
 from torchtrt_ext.passes.onnx_util import walk_graphs
 
 

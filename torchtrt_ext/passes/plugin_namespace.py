@@ -5,7 +5,7 @@ from collections.abc import Mapping
 
 import onnx
 
-from torchtrt_ext.ops._spec import DOMAIN
+from torchtrt_ext.ops.spec import DOMAIN
 from torchtrt_ext.passes.onnx_util import node_attr, walk_graphs
 
 

@@ -7,7 +7,7 @@ import onnx
 from google.protobuf.message import EncodeError
 from onnx import helper
 
-from torchtrt_ext.ops._spec import DOMAIN, SymDim, get_op, onnx_elem_type, torch_dtype
+from torchtrt_ext.ops.spec import DOMAIN, Shape, SymDim, get_op, onnx_elem_type, torch_dtype
 from torchtrt_ext.passes.onnx_util import OnnxSource, read_onnx
 
 
@@ -19,14 +19,14 @@ def _known_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
     return types
 
 
-def _dims(type_proto: onnx.TypeProto) -> tuple | None:
+def _dims(type_proto: onnx.TypeProto) -> Shape | None:
     tensor = type_proto.tensor_type
     if not tensor.HasField("shape"):
         return None
     return tuple(d.dim_value if d.HasField("dim_value") else SymDim(d.dim_param or None) for d in tensor.shape.dim)
 
 
-def _to_onnx_dims(shape: tuple) -> list[int | str | None]:
+def _to_onnx_dims(shape: Shape) -> list[int | str | None]:
     return [d.name if isinstance(d, SymDim) else int(d) for d in shape]
 
 
@@ -39,7 +39,8 @@ _SMALL = 1 << 14  # elements of the initializers ``weightless`` keeps (Reshape s
 def too_big(model: onnx.ModelProto) -> bool:
     """Whether ``model`` is over protobuf's 2 GiB serialization limit."""
     try:
-        return model.ByteSize() >= PROTOBUF_LIMIT
+        size: int = model.ByteSize()
+        return size >= PROTOBUF_LIMIT
     except EncodeError:  # protobuf refuses even to size a message over the limit
         return True
 
