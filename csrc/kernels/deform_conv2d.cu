@@ -15,10 +15,12 @@
 //
 // Sampling: a thread owns one pixel and one run of VEC channels (16 bytes when the channel counts allow, else one
 // channel), consecutive threads on consecutive runs of the same pixel, so the corner reads of a warp are contiguous
-// runs of the channels-last input and the offsets are broadcast reads. Tap-major rows put a thread's VEC channels of
-// one tap side by side: one 16-byte store per tap, and the threads of a pixel store each tap's channels as one
-// contiguous range. (Rows in the weight's own order, c' * K + k, put a thread's channels K elements apart: 2-byte
-// stores, or a round trip through shared memory to gather them.)
+// runs of the channels-last input. Tap-major rows put a thread's VEC channels of one tap side by side: one 16-byte
+// store per tap, and the threads of a pixel store each tap's channels as one contiguous range. (Rows in the weight's
+// own order, c' * K + k, put a thread's channels K elements apart: 2-byte stores, or a round trip through shared
+// memory to gather them.) fp16/bf16 (and unsplit float32) blocks sample 2D tiles of pixels for a slice of channels
+// with the bilinear corners of each (tap, pixel) computed once into shared memory (sampleKernel); the float32 split
+// sampler has each thread compute its own corners (sampleSplitKernel), which measured faster there.
 //
 // The prepared weight: prep[oc][k * Cg + c'] = weight[oc][c'][k], bias[oc] in the ones row's place, zeros after it:
 // written per call by the first pass's sampling launch, and read by either GEMM, which so adds the bias.
@@ -62,8 +64,8 @@ namespace deform_conv2d_detail {
 
 constexpr int kThreads = 256;
 // Sampling blocks per SM the register allocator must allow: 4 (64 registers) is the most that compiles without spills
-// (sm_90, ptxas -v: 5 blocks, 48 registers, spill; unrolling the tap loop spills at 64). The float32 split sampler
-// spills 4 bytes at 64 registers; 3 blocks (no spill) were slower on the H200: 185.7 against 144.1 us at 8x256x64x64.
+// (sm_90, ptxas -v: 5 blocks, 48 registers, spill); 3 blocks (more registers, fewer warps to hide the corner reads)
+// were slower on the H200 (bench/README.md).
 constexpr int kSampleBlocks = 4;
 constexpr int64_t kMaxGridX = 0x7fffffff;
 constexpr int64_t kMaxGridYZ = 65535;
@@ -312,7 +314,13 @@ __device__ __forceinline__ float2 splitBf16(float x) {
 
 template <typename T, typename Col>
 __device__ __forceinline__ void copyWeight(WeightCopy<T, Col> const& w) {
-    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < w.total; i += gridDim.x * blockDim.x) {
+    // the thread's place in the whole (3D) grid: every block copies its share once
+    uint64_t const block = blockIdx.x + uint64_t{gridDim.x} * (blockIdx.y + uint64_t{gridDim.y} * blockIdx.z);
+    uint64_t const first = block * blockDim.x + threadIdx.x;
+    uint64_t const threads = uint64_t{gridDim.x} * gridDim.y * gridDim.z * blockDim.x;
+    if (first >= w.total) return;
+    uint32_t const stride = static_cast<uint32_t>(threads < w.total ? threads : w.total);  // i + stride never wraps
+    for (uint32_t i = static_cast<uint32_t>(first); i < w.total; i += stride) {
         uint32_t const oc = i / w.rows_pad, r = i - oc * w.rows_pad;
         uint32_t const k = r / w.per_group, c = r - k * w.per_group;  // row r = k * Cg + c of the columns
         T const v = r < w.rows                          ? w.weight[static_cast<uint64_t>(oc) * w.rows + c * w.taps + k]
@@ -331,20 +339,21 @@ __device__ __forceinline__ void copyWeight(WeightCopy<T, Col> const& w) {
 // Bilinear corner weights (mask folded in) and channels-last element offsets (-1: outside, not read) of tap k at
 // output pixel pix of offset-group plane `plane` (= image * offset_groups + group).
 template <typename Idx>
-struct Corners {
+struct alignas(16) Corners {
     float w[4];
     Idx at[4];
 };
 
 template <typename T, typename Idx>
 __device__ __forceinline__ Corners<Idx> cornersOf(T const* __restrict__ offset, T const* __restrict__ mask,
-                                                  SampleParams const& p, int64_t plane, Idx pix, Idx oy, Idx ox, int k) {
+                                                  SampleParams const& p, Idx plane, Idx pix, Idx oy, Idx ox, int k) {
     int const i = k / static_cast<int>(p.kernel_w);
     int const j = k - i * static_cast<int>(p.kernel_w);
-    int64_t const off = (plane * 2 * p.taps + 2 * k) * p.pixels + pix;
+    Idx const taps = static_cast<Idx>(p.taps), pixels = static_cast<Idx>(p.pixels);
+    Idx const off = (plane * 2 * taps + 2 * k) * pixels + pix;
     float const dy = toF32(offset[off]);
-    float const dx = toF32(offset[off + p.pixels]);
-    float const m = mask != nullptr ? toF32(mask[(plane * p.taps + k) * p.pixels + pix]) : 1.f;
+    float const dx = toF32(offset[off + pixels]);
+    float const m = mask != nullptr ? toF32(mask[(plane * taps + k) * pixels + pix]) : 1.f;
     float const y = static_cast<float>(static_cast<int64_t>(oy) * p.stride_h - p.pad_h + i * p.dil_h) + dy;
     float const x = static_cast<float>(static_cast<int64_t>(ox) * p.stride_w - p.pad_w + j * p.dil_w) + dx;
     int const h = static_cast<int>(p.height);
@@ -386,14 +395,97 @@ __device__ __forceinline__ void interpolate(T const* __restrict__ src, Corners<I
     }
 }
 
-// Item = (image * P + pixel) * runs + run: the thread interpolates its run's VEC channels at every tap and stores
-// each tap's as one pack (row k * Cg + cg; split: its hi parts there and its lo parts rows_pad further), then, as the
-// group's last run, the ones row and the zeros after it.
-template <typename T, typename Col, int VEC, typename Idx>
+// The sampling kernel of fp16, bf16 and unsplit float32 columns tiles its work (sampleTiles): a block samples a tile
+// of kTileW output pixels by kThreads / slice_runs / kTileW rows of one image, for one slice of slice_runs runs of VEC
+// channels, at every tap. The slice lies in one offset group, so the tile's bilinear corners are computed once per
+// (tap, pixel) into a shared-memory table and read by the slice_runs threads of the pixel, where a thread per
+// (pixel, run) computing its own corners spent most of its instructions on them: the sampler issues an instruction
+// on about 60% of cycles, so its instruction count is much of its time. Block (x, y, z) = (tile column * slices +
+// slice, tile row, image): the slices of one tile side by side (same offsets, same input pixels), and no 64-bit
+// division in the index math.
+struct SampleTiles {
+    int slice_shift;  // slice_runs = 1 << slice_shift <= kMaxSliceRuns
+    int chunk_taps;   // taps per filling of the corner table
+    unsigned slices;  // per image
+    int64_t tiles_x, tiles_y;
+};
+// Every block of a tile fills the corner table again, so the widest slice (the fewest blocks per tile) does the least
+// corner work: 8 runs (64 fp16 channels, 128-byte corner reads) measured fastest of 8, 4 and 2.
+constexpr int kMaxSliceRuns = 8;
+constexpr int kTileW = 8;
+constexpr int kTableBytes = 16384;  // the corner table: 512 (tap, pixel) entries of 32-bit indices
+
+// Thread = pixel l of the tile (row-major) x run r of the slice; it stores each tap's VEC channels as one pack (row
+// k * Cg + cg), then, as its conv group's last run, the ones row and the zeros after it. Taps are sampled in chunks of
+// chunk_taps, the table refilled per chunk. One tap at a time per thread: the warps of 4 blocks per SM keep enough
+// corner reads in flight, and a second tap's loads would only take registers.
+template <typename T, int VEC, typename Idx>
 __global__ void __launch_bounds__(kThreads, kSampleBlocks)
     sampleKernel(T const* __restrict__ input, T const* __restrict__ offset, T const* __restrict__ mask,
-                 Col* __restrict__ columns, SampleParams const p, Idx const items, WeightCopy<T, Col> const copy) {
-    constexpr bool kSplit = !std::is_same_v<T, Col>;
+                 T* __restrict__ columns, SampleParams const p, SampleTiles const t, Idx const images,
+                 WeightCopy<T, T> const copy) {
+    __shared__ Corners<Idx> table[kTableBytes / sizeof(Corners<Idx>)];
+    copyWeight(copy);
+    int const tile_pixels = kThreads >> t.slice_shift;
+    int const tile_h = tile_pixels / kTileW;
+    int const l = threadIdx.x >> t.slice_shift;
+    int const ly = l / kTileW, lx = l % kTileW;
+    Idx const out_w = static_cast<Idx>(p.out_w), out_h = static_cast<Idx>(p.pixels / p.out_w);
+    Idx const pixels = static_cast<Idx>(p.pixels), per_group = static_cast<Idx>(p.per_group);
+    int const taps = static_cast<int>(p.taps);
+    unsigned const slice = blockIdx.x % t.slices;
+    Idx const x0 = static_cast<Idx>(blockIdx.x / t.slices) * kTileW;
+    Idx const c = static_cast<Idx>((slice << t.slice_shift) + (threadIdx.x & ((1u << t.slice_shift) - 1))) * VEC;
+    Idx const gc = c / per_group;
+    Idx const cg = c - gc * per_group;  // first channel of the run within its conv group
+    Idx const og = c / static_cast<Idx>(p.per_offset_group);  // the slice's offset group
+    Idx const ox = x0 + lx;
+    for (Idx img = blockIdx.z; img < images; img += gridDim.z) {
+        Idx const plane = img * static_cast<Idx>(p.offset_groups) + og;
+        T const* src = input + static_cast<int64_t>(img) * p.height * p.width * p.channels + c;
+        for (Idx y0 = static_cast<Idx>(blockIdx.y) * tile_h; y0 < out_h; y0 += static_cast<Idx>(gridDim.y) * tile_h) {
+            Idx const oy = y0 + ly;
+            bool const mine = oy < out_h && ox < out_w;
+            T* group_rows = columns + (img * pixels + oy * out_w + ox) * static_cast<Idx>(p.ld) +
+                            gc * static_cast<Idx>(p.rows_pad);
+            T* dst = group_rows + cg;
+            for (int k0 = 0; k0 < taps; k0 += t.chunk_taps) {
+                int const kc = min(t.chunk_taps, taps - k0);
+                __syncthreads();  // the previous chunk's (or tile's) readers are done with the table
+                for (int e = threadIdx.x; e < kc * tile_pixels; e += kThreads) {
+                    int const k = e / tile_pixels, q = e - k * tile_pixels;
+                    Idx const y = y0 + q / kTileW, x = x0 + q % kTileW;
+                    if (y < out_h && x < out_w) {
+                        table[e] = cornersOf<T, Idx>(offset, mask, p, plane, y * out_w + x, y, x, k0 + k);
+                    }
+                }
+                __syncthreads();
+                if (!mine) continue;
+#pragma unroll 1
+                for (int k = 0; k < kc; ++k) {
+                    float tap[VEC];
+                    interpolate<T, VEC, Idx>(src, table[k * tile_pixels + l], tap);
+                    storePack<T, VEC>(dst + static_cast<Idx>(k0 + k) * per_group, tap);
+                }
+            }
+            if (mine && cg + VEC == per_group) {  // the group's last run also writes the ones row and the zeros after it
+                for (int64_t r = p.rows; r < p.rows_pad; ++r) group_rows[r] = fromF32<T>(r == p.rows);
+            }
+        }
+    }
+}
+
+// The sampling kernel of float32 split into bf16 pairs. Item = (image * P + pixel) * runs + run: the thread
+// interpolates its run's VEC channels at every tap, computing each tap's corners itself, and stores each tap's hi
+// parts as one pack (row k * Cg + cg) and its lo parts rows_pad further, then, as the group's last run, the ones row
+// and the zeros after it. The tiled kernel above is slower here: its table indices and slice bookkeeping, with 8
+// floats per thread and their hi/lo packs, do not fit 64 registers (it spilled), and the split sampler's 32-byte
+// corner reads, not its instruction count, bound it.
+template <int VEC, typename Idx>
+__global__ void __launch_bounds__(kThreads, kSampleBlocks)
+    sampleSplitKernel(float const* __restrict__ input, float const* __restrict__ offset, float const* __restrict__ mask,
+                      __nv_bfloat16* __restrict__ columns, SampleParams const p, Idx const items,
+                      WeightCopy<float, __nv_bfloat16> const copy) {
     copyWeight(copy);
     Idx const runs = static_cast<Idx>(p.channels / VEC);
     Idx const pixels = static_cast<Idx>(p.pixels);
@@ -410,47 +502,83 @@ __global__ void __launch_bounds__(kThreads, kSampleBlocks)
         int64_t const c = static_cast<int64_t>(run) * VEC;
         int64_t const gc = c / p.per_group;
         int64_t const cg = c - gc * p.per_group;  // first channel of the run within its conv group
-        int64_t const plane = static_cast<int64_t>(img) * p.offset_groups + c / p.per_offset_group;
-        T const* src = input + static_cast<int64_t>(img) * p.height * p.width * p.channels + c;
-        Col* group_rows = columns + static_cast<int64_t>(global_pix) * p.ld + gc * p.rows_pad * (kSplit ? 2 : 1);
-        Col* dst = group_rows + cg;
+        Idx const plane = static_cast<Idx>(img * p.offset_groups + c / p.per_offset_group);
+        float const* src = input + static_cast<int64_t>(img) * p.height * p.width * p.channels + c;
+        __nv_bfloat16* group_rows = columns + static_cast<int64_t>(global_pix) * p.ld + gc * p.rows_pad * 2;
+        __nv_bfloat16* dst = group_rows + cg;
 #pragma unroll 1
         for (int k = 0; k < taps; ++k) {
             float tap[VEC];
-            interpolate<T, VEC, Idx>(src, cornersOf<T, Idx>(offset, mask, p, plane, pix, oy, ox, k), tap);
-            if constexpr (kSplit) {
-                Pack<Col, VEC> hi, lo;
+            interpolate<float, VEC, Idx>(src, cornersOf<float, Idx>(offset, mask, p, plane, pix, oy, ox, k), tap);
+            Pack<__nv_bfloat16, VEC> hi, lo;
 #pragma unroll
-                for (int e = 0; e < VEC; ++e) {
-                    float2 const parts = splitBf16(tap[e]);
-                    hi.v[e] = fromF32<Col>(parts.x);
-                    lo.v[e] = fromF32<Col>(parts.y);
-                }
-                writePack(dst + k * p.per_group, hi);
-                writePack(dst + p.rows_pad + k * p.per_group, lo);
-            } else {
-                storePack<Col, VEC>(dst + k * p.per_group, tap);
+            for (int e = 0; e < VEC; ++e) {
+                float2 const parts = splitBf16(tap[e]);
+                hi.v[e] = __float2bfloat16_rn(parts.x);
+                lo.v[e] = __float2bfloat16_rn(parts.y);
             }
+            writePack(dst + k * p.per_group, hi);
+            writePack(dst + p.rows_pad + k * p.per_group, lo);
         }
-        if (cg + VEC == p.per_group) {  // the group's last run also writes the ones row and the zeros after it
+        if (cg + VEC == p.per_group) {
             for (int64_t r = p.rows; r < p.rows_pad; ++r) {
-                group_rows[r] = fromF32<Col>(r == p.rows);
-                if constexpr (kSplit) group_rows[p.rows_pad + r] = fromF32<Col>(0.f);
+                group_rows[r] = __float2bfloat16_rn(r == p.rows);
+                group_rows[p.rows_pad + r] = __float2bfloat16_rn(0.f);
             }
         }
     }
 }
 
-template <typename T, typename Col, int VEC>
-cudaError_t launchSample(T const* input, T const* offset, T const* mask, Col* columns, SampleParams const& p,
-                         int64_t items, WeightCopy<T, Col> const& copy, int sms, cudaStream_t stream) {
+// The tiling of one pass's sampling (see SampleTiles), for runs of `vec` channels and table entries of entry_bytes.
+inline SampleTiles sampleTiles(SampleParams const& p, int vec, int entry_bytes) {
+    SampleTiles t{};
+    int64_t const runs = p.per_offset_group / vec;  // runs of one offset group
+    t.slice_shift = 0;
+    while ((2 << t.slice_shift) <= kMaxSliceRuns && runs % (2 << t.slice_shift) == 0) ++t.slice_shift;
+    int const tile_pixels = kThreads >> t.slice_shift;
+    t.chunk_taps = static_cast<int>(std::min<int64_t>(p.taps, kTableBytes / entry_bytes / tile_pixels));
+    t.slices = static_cast<unsigned>(p.channels / (vec << t.slice_shift));
+    t.tiles_x = (p.out_w + kTileW - 1) / kTileW;
+    t.tiles_y = (p.pixels / p.out_w + tile_pixels / kTileW - 1) / (tile_pixels / kTileW);
+    return t;
+}
+
+// True when 32-bit index arithmetic (cheaper, fewer registers, a smaller corner table) covers a pass of `images`:
+// one image's input, the pass's offsets and its columns below 2^31 elements.
+inline bool narrowIndices(SampleParams const& p, int64_t images) {
+    constexpr int64_t kNarrow = 0x7fffffff;
+    return p.height * p.width * p.channels <= kNarrow && images * 2 * p.offset_groups * p.taps * p.pixels <= kNarrow &&
+           images * p.pixels * p.ld <= kNarrow;
+}
+
+template <typename T, int VEC>
+cudaError_t launchSample(T const* input, T const* offset, T const* mask, T* columns, SampleParams const& p,
+                         int64_t images, WeightCopy<T, T> const& copy, cudaStream_t stream) {
+    bool const narrow = narrowIndices(p, images);
+    SampleTiles const t = sampleTiles(p, VEC, narrow ? sizeof(Corners<int32_t>) : sizeof(Corners<int64_t>));
+    if (t.tiles_x * t.slices > kMaxGridX) return cudaErrorInvalidValue;
+    dim3 const grid(static_cast<unsigned>(t.tiles_x * t.slices), static_cast<unsigned>(std::min(t.tiles_y, kMaxGridYZ)),
+                    static_cast<unsigned>(std::min(images, kMaxGridYZ)));
+    if (narrow) {
+        sampleKernel<T, VEC, int32_t><<<grid, kThreads, 0, stream>>>(input, offset, mask, columns, p, t,
+                                                                     static_cast<int32_t>(images), copy);
+    } else {
+        sampleKernel<T, VEC, int64_t><<<grid, kThreads, 0, stream>>>(input, offset, mask, columns, p, t, images, copy);
+    }
+    return cudaGetLastError();
+}
+
+template <int VEC>
+cudaError_t launchSampleSplit(float const* input, float const* offset, float const* mask, __nv_bfloat16* columns,
+                              SampleParams const& p, int64_t images, WeightCopy<float, __nv_bfloat16> const& copy,
+                              int sms, cudaStream_t stream) {
+    int64_t const items = images * p.pixels * (p.channels / VEC);
     int64_t const blocks = std::min<int64_t>((items + kThreads - 1) / kThreads, int64_t{sms} * 16);
-    // 32-bit index arithmetic (cheaper divisions, fewer registers) when the items and one image's elements fit
-    if (items <= 0x7fffffff - kThreads * blocks && p.height * p.width * p.channels <= 0x7fffffff) {
-        sampleKernel<T, Col, VEC, int32_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+    if (items <= 0x7fffffff - kThreads * blocks && narrowIndices(p, images)) {
+        sampleSplitKernel<VEC, int32_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
             input, offset, mask, columns, p, static_cast<int32_t>(items), copy);
     } else {
-        sampleKernel<T, Col, VEC, int64_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+        sampleSplitKernel<VEC, int64_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
             input, offset, mask, columns, p, items, copy);
     }
     return cudaGetLastError();
@@ -837,14 +965,18 @@ bool chooseRoute(Route& r, OpSizes const& s, Device const& dev, int64_t room, vo
 template <typename Col>
 constexpr int kSampleVec = 16 / sizeof(Col);
 
-// The sampling of one pass (items: images * pixels * runs of channels).
+// The sampling of one pass of `images` images.
 template <typename T, typename Col>
 cudaError_t sampleColumns(T const* x, T const* offset, T const* mask, Col* columns, SampleParams const& sp, bool vec,
                           int64_t images, WeightCopy<T, Col> const& copy, int sms, cudaStream_t stream) {
     constexpr int kVec = kSampleVec<Col>;
-    int64_t const items = images * sp.pixels * (vec ? sp.channels / kVec : sp.channels);
-    return vec ? launchSample<T, Col, kVec>(x, offset, mask, columns, sp, items, copy, sms, stream)
-               : launchSample<T, Col, 1>(x, offset, mask, columns, sp, items, copy, sms, stream);
+    if constexpr (std::is_same_v<T, Col>) {
+        return vec ? launchSample<T, kVec>(x, offset, mask, columns, sp, images, copy, stream)
+                   : launchSample<T, 1>(x, offset, mask, columns, sp, images, copy, stream);
+    } else {
+        return vec ? launchSampleSplit<kVec>(x, offset, mask, columns, sp, images, copy, sms, stream)
+                   : launchSampleSplit<1>(x, offset, mask, columns, sp, images, copy, sms, stream);
+    }
 }
 
 // ------------------------------------------------------------------------------------------------ the whole op
