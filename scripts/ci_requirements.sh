@@ -9,8 +9,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${VENV:-.venv}/bin/python
 status=0
-if ! rtx=$("$PY" -c 'import tensorrt_rtx as trt; trt.Builder(trt.Logger(trt.Logger.ERROR)); print(trt.__version__)' 2>&1)
-then
+RTX_CHECK='import tensorrt_rtx as trt; trt.Builder(trt.Logger(trt.Logger.ERROR)); print(trt.__version__)'
+if ! rtx=$("$PY" -c "$RTX_CHECK" 2>&1); then
   echo "FAILED: the [rtx] extra is broken: tensorrt_rtx does not import or make a builder: $(tail -n 1 <<< "$rtx")" >&2
   echo "  remedy: reinstall it into $PY's environment: scripts/setup_env.sh (EXTRAS=dev,rtx,docs,wheel)" >&2
   status=1

@@ -137,7 +137,8 @@ def assert_reference_detections(got: tuple, boxes: torch.Tensor, scores: torch.T
         assert num[image, 0].item() == n, f"image {image}"
         assert out_classes[image, :n].tolist() == [c for _, c, _ in kept], f"image {image}"
         assert out_scores[image, :n].float().tolist() == [s for _, _, s in kept], f"image {image}"
-        assert out_boxes[image, :n].float().tolist() == boxes_np[image, [a for a, _, _ in kept]].tolist(), f"image {image}"
+        kept_boxes = boxes_np[image, [a for a, _, _ in kept]].tolist()
+        assert out_boxes[image, :n].float().tolist() == kept_boxes, f"image {image}"
         assert not out_boxes[image, n:].any() and not out_scores[image, n:].any() and not out_classes[image, n:].any()
 
 

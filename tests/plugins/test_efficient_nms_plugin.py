@@ -74,7 +74,8 @@ def test_creator_advertises_tensorrts_fields(trt: ModuleType, creator: object) -
 def test_creates_a_plugin_from_the_fields(trt: ModuleType, creator: object) -> None:
     without_optional = {k: v for k, v in VALUES.items() if k != "class_agnostic"}
     for values in (VALUES, without_optional):
-        plugin = creator.create_plugin("nms", fields(trt, **values), trt.TensorRTPhase.BUILD)  # type: ignore[attr-defined]
+        plugin = creator.create_plugin(  # type: ignore[attr-defined]
+            "nms", fields(trt, **values), trt.TensorRTPhase.BUILD)
         assert plugin is not None
         core = plugin.get_capability_interface(trt.PluginCapabilityType.CORE)
         assert (core.plugin_name, core.plugin_version, core.plugin_namespace) == (SPEC.name, "1", "torchtrt_ext")
@@ -88,7 +89,8 @@ def test_creates_a_plugin_from_the_fields(trt: ModuleType, creator: object) -> N
 ])
 def test_bad_fields_give_no_plugin_and_our_message(trt: ModuleType, creator: object, values: dict, message: str,
                                                    capfd: pytest.CaptureFixture[str]) -> None:
-    assert creator.create_plugin("nms", fields(trt, **values), trt.TensorRTPhase.BUILD) is None  # type: ignore[attr-defined]
+    made = creator.create_plugin("nms", fields(trt, **values), trt.TensorRTPhase.BUILD)  # type: ignore[attr-defined]
+    assert made is None
     assert message in capfd.readouterr().err
 
 
