@@ -40,7 +40,7 @@ import torch
 from torchtrt_ext.backend.adapter import TRTApi, load_backend
 from torchtrt_ext.backend.engine import Engine, EngineMetadata, TensorInfo
 from torchtrt_ext.backend.plugins import load_plugins, plan_from_metadata
-from torchtrt_ext.backend.profiles import choose_profile
+from torchtrt_ext.backend.profiles import Profile, choose_profile
 from torchtrt_ext.errors import (
     EngineCompatibilityError,
     HostCodeNotAllowedError,
@@ -173,6 +173,47 @@ def check_bindings(metadata: EngineMetadata, cuda_engine: Any, api: TRTApi) -> N
                 "inputs TensorRT reads from device memory (TRTModule binds CUDA tensors)",
                 f"make {info.name!r} a constant in the model, or derive the shape from a tensor input (e.g. "
                 "Shape of a data input) before export"))
+
+
+def check_inputs(inputs: Sequence[TensorInfo], profiles: Sequence[Profile],
+                 tensors: Sequence[Any]) -> tuple[torch.device, int]:
+    """Check ``tensors`` against the engine's recorded ``inputs`` (type, one CUDA device, dtype, rank) and
+    ``profiles`` (the shapes fit one); return their device and the index of the first profile that holds them.
+    Needs no engine and no GPU work: InvalidInputError naming the input and what was expected."""
+    device: torch.device | None = None
+    for info, value in zip(inputs, tensors):
+        if not isinstance(value, torch.Tensor):
+            raise InvalidInputError(failure(f"input {info.name!r} is a {type(value).__name__}",
+                                            "a torch.Tensor", "pass tensors"))
+        if value.device.type != "cuda":
+            raise InvalidInputError(failure(
+                f"input {info.name!r} (shape {tuple(value.shape)}) is on {value.device}",
+                "a CUDA tensor: the TensorRT engine runs on the GPU",
+                f"move it first: {info.name}.cuda() (CPU example inputs are fine for compile's export, not for "
+                "running the engine)"))
+        device = device or value.device
+        if value.device != device:
+            raise InvalidInputError(failure(f"input {info.name!r} is on {value.device}, another input on {device}",
+                                            "all inputs on one GPU", "move them to one device"))
+        expected = torch_dtype(info, "input")
+        if value.dtype != expected:
+            raise InvalidInputError(failure(f"input {info.name!r} has dtype {value.dtype}",
+                                            f"{expected} (the engine's input type)", f"convert: .to({expected})"))
+        if value.dim() != len(info.shape):
+            raise InvalidInputError(failure(f"input {info.name!r} has shape {tuple(value.shape)} (rank "
+                                            f"{value.dim()})", f"rank {len(info.shape)}, shape like "
+                                            f"{list(info.shape)} (-1: dynamic)", "reshape the input"))
+    shapes = {info.name: tuple(t.shape) for info, t in zip(inputs, tensors)}
+    index = choose_profile(profiles, shapes)
+    if index is None:
+        ranges = "; ".join(f"profile {i}: " + ", ".join(f"{n} {r.describe()}" for n, r in p.items())
+                           for i, p in enumerate(profiles))
+        given = ", ".join(f"{n} {s}" for n, s in shapes.items())
+        raise InvalidInputError(failure(
+            f"input shapes {given} fit no optimization profile of the engine", f"shapes inside one of: {ranges}",
+            "rebuild with profiles= covering these shapes (compile(..., profiles=...))"))
+    assert device is not None
+    return device, index
 
 
 # ---------------------------------------------------------------------------------------------- loaded state
@@ -340,46 +381,9 @@ class TRTModule(torch.nn.Module):
             raise InvalidInputError(failure(f"missing input(s) {missing}", f"inputs {names}", "pass every input"))
         return [bound[n] for n in names]
 
-    def _check(self, tensors: list[Any]) -> tuple[torch.device, int]:
-        meta = self.metadata
-        device: torch.device | None = None
-        for info, value in zip(meta.inputs, tensors):
-            if not isinstance(value, torch.Tensor):
-                raise InvalidInputError(failure(f"input {info.name!r} is a {type(value).__name__}",
-                                                "a torch.Tensor", "pass tensors"))
-            if value.device.type != "cuda":
-                raise InvalidInputError(failure(
-                    f"input {info.name!r} (shape {tuple(value.shape)}) is on {value.device}",
-                    "a CUDA tensor: the TensorRT engine runs on the GPU",
-                    f"move it first: {info.name}.cuda() (CPU example inputs are fine for compile's export, not for "
-                    "running the engine)"))
-            device = device or value.device
-            if value.device != device:
-                raise InvalidInputError(failure(f"input {info.name!r} is on {value.device}, another input on {device}",
-                                                "all inputs on one GPU", "move them to one device"))
-            expected = torch_dtype(info, "input")
-            if value.dtype != expected:
-                raise InvalidInputError(failure(f"input {info.name!r} has dtype {value.dtype}",
-                                                f"{expected} (the engine's input type)", f"convert: .to({expected})"))
-            if value.dim() != len(info.shape):
-                raise InvalidInputError(failure(f"input {info.name!r} has shape {tuple(value.shape)} (rank "
-                                                f"{value.dim()})", f"rank {len(info.shape)}, shape like "
-                                                f"{list(info.shape)} (-1: dynamic)", "reshape the input"))
-        shapes = {info.name: tuple(t.shape) for info, t in zip(meta.inputs, tensors)}
-        index = choose_profile(meta.profiles, shapes)
-        if index is None:
-            ranges = "; ".join(f"profile {i}: " + ", ".join(f"{n} {r.describe()}" for n, r in p.items())
-                               for i, p in enumerate(meta.profiles))
-            given = ", ".join(f"{n} {s}" for n, s in shapes.items())
-            raise InvalidInputError(failure(
-                f"input shapes {given} fit no optimization profile of the engine", f"shapes inside one of: {ranges}",
-                "rebuild with profiles= covering these shapes (compile(..., profiles=...))"))
-        assert device is not None
-        return device, index
-
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         tensors = self._bind(args, kwargs)
-        device, profile = self._check(tensors)
+        device, profile = check_inputs(self.metadata.inputs, self.metadata.profiles, tensors)
         if self._loaded is None:
             self.load_engine(device)
         loaded = self._loaded

@@ -6,6 +6,9 @@ GPU (marker gpu): the kernels against the eager op on the CPU (which the op test
 classes and counts equal, scores within 1e-6 (a sigmoid may differ by an ulp); many overlapping boxes, several
 classes, class-agnostic on and off, both box codings, raw scores, background class, fp16/bf16, B > 1, images
 without detections, candidates spanning many chunks, a YOLO-sized case (8400 anchors, 80 classes); on a side stream.
+And against tests/ops/nms_reference.py (plain Python, no code shared with the op) on the boundary cases: scores and
+IoUs exactly on the thresholds, background class 0, one image saturating K, equal scores, so that a mistake shared by
+the eager op and the kernels still shows.
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.ops.nms_reference import overlapping_boxes
+from tests.ops.nms_reference import boundary_cases, overlapping_boxes, reference_nms
 from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError
 from torchtrt_ext.ops import _efficient_nms_cuda as nms_cuda
 from torchtrt_ext.ops.efficient_nms import SPEC
@@ -122,3 +125,30 @@ def test_public_op_uses_the_kernel_on_cuda_and_matches_the_cpu() -> None:
     got = efficient_nms(boxes.cuda(), scores.cuda(), class_agnostic=True)
     assert all(t.is_cuda for t in got)
     assert_same_detections(got, expected)
+
+
+def assert_reference_detections(got: tuple, boxes: torch.Tensor, scores: torch.Tensor, **attrs: int | float) -> None:
+    """`got` holds tests/ops/nms_reference.py's detections on the same (dtype-rounded) values, zeros past them."""
+    num, out_boxes, out_scores, out_classes = (t.cpu() for t in got)
+    boxes_np, scores_np = boxes.float().numpy(), scores.float().numpy()
+    assert out_boxes.shape == (boxes.shape[0], attrs["max_output_boxes"], 4)
+    for image, kept in enumerate(reference_nms(boxes_np, scores_np, **attrs)):
+        n = len(kept)
+        assert num[image, 0].item() == n, f"image {image}"
+        assert out_classes[image, :n].tolist() == [c for _, c, _ in kept], f"image {image}"
+        assert out_scores[image, :n].float().tolist() == [s for _, _, s in kept], f"image {image}"
+        kept_boxes = boxes_np[image, [a for a, _, _ in kept]].tolist()
+        assert out_boxes[image, :n].float().tolist() == kept_boxes, f"image {image}"
+        assert not out_boxes[image, n:].any() and not out_scores[image, n:].any() and not out_classes[image, n:].any()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(boundary_cases()))
+@pytest.mark.parametrize("dtype", list(nms_cuda.LAUNCHERS))
+def test_kernels_on_boundary_cases_match_the_reference(name: str, dtype: torch.dtype) -> None:
+    boxes, scores, fields = boundary_cases()[name]
+    attrs = {**DEFAULTS, **{k: int(v) if isinstance(v, bool) else v for k, v in fields.items()}}
+    boxes_t, scores_t = torch.from_numpy(boxes).to(dtype), torch.from_numpy(scores).to(dtype)
+    got = nms_cuda.efficient_nms_cuda(boxes_t.cuda(), scores_t.cuda(), **attrs)
+    torch.cuda.synchronize()
+    assert_reference_detections(got, boxes_t, scores_t, **attrs)

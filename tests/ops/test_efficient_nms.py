@@ -10,7 +10,7 @@ import torchtrt_ext
 from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError
 from torchtrt_ext.ops import efficient_nms
 from tests.helpers import node_attrs, run_onnx, single_custom_node
-from tests.ops.nms_reference import overlapping_boxes, reference_nms
+from tests.ops.nms_reference import boundary_cases, boundary_is_hit, overlapping_boxes, reference_nms
 
 EXPORTERS = ["legacy", "dynamo"]
 CODINGS = {0: "xyxy", 1: "cxcywh"}
@@ -90,6 +90,66 @@ def test_background_class_and_images_without_detections() -> None:
                             background_class=0)
     check_against_reference(outputs, boxes, scores, **fields)
     assert outputs[0][1, 0] == 0 and 0 not in outputs[3][0, :outputs[0][0, 0]].tolist()
+
+
+BOUNDARY = boundary_cases()
+
+
+def nms_fields(fields: dict) -> dict:
+    """The reference's keywords for a case's fields (defaults filled, flags as ints)."""
+    full = {**FIELDS, "max_output_boxes": 100, **fields}
+    return {k: int(v) if isinstance(v, bool) else v for k, v in full.items()}
+
+
+@pytest.mark.parametrize("name", list(BOUNDARY))
+def test_boundary_cases_sit_on_their_boundary(name: str) -> None:
+    """Each boundary case's answer changes when its setting moves just off the boundary, so the op tests below see
+    a comparison of the wrong sense (>= for >), a background class ignored or an early stop."""
+    boxes, scores, fields = BOUNDARY[name]
+    field, off = boundary_is_hit(name)
+    fields = nms_fields(fields)
+    assert reference_nms(boxes, scores, **fields) != reference_nms(boxes, scores, **{**fields, field: off})
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("name", list(BOUNDARY))
+def test_eager_on_boundary_cases_matches_reference(name: str, dtype: torch.dtype) -> None:
+    """Scores and IoUs exactly on the thresholds are kept (the semantics say "above"), background class 0 is never
+    detected, an image saturating K does not stop the others, equal scores keep the lower pair first."""
+    boxes, scores, fields = BOUNDARY[name]
+    fields = nms_fields(fields)
+    b, s = torch.from_numpy(boxes).to(dtype), torch.from_numpy(scores).to(dtype)
+    outputs = efficient_nms(b, s, **{**fields, "box_coding": CODINGS[fields["box_coding"]],
+                                     "class_agnostic": bool(fields["class_agnostic"]),
+                                     "score_activation": bool(fields["score_activation"])})
+    check_against_reference(outputs, b, s, **fields)
+
+
+def nms_model(batch: int, anchors: int, classes: int, **fields: object) -> onnx.ModelProto:
+    """A float32 model of one EfficientNMS_TRT node with `fields`."""
+    k = int(fields["max_output_boxes"])  # type: ignore[call-overload]
+    node = torchtrt_ext.ops.get_op("EfficientNMS_TRT").spec.make_node(
+        ["boxes", "scores"], ["num", "det_boxes", "det_scores", "det_classes"], name="nms", **fields)
+    fp32, i32 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT32
+    graph = onnx.helper.make_graph(
+        [node], "g", [onnx.helper.make_tensor_value_info("boxes", fp32, [batch, anchors, 4]),
+                      onnx.helper.make_tensor_value_info("scores", fp32, [batch, anchors, classes])],
+        [onnx.helper.make_tensor_value_info(n, t, sh) for n, t, sh in
+         (("num", i32, [batch, 1]), ("det_boxes", fp32, [batch, k, 4]), ("det_scores", fp32, [batch, k]),
+          ("det_classes", i32, [batch, k]))])
+    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 18),
+                                                        onnx.helper.make_opsetid("torchtrt_ext", 1)])
+
+
+@pytest.mark.parametrize("name", list(BOUNDARY))
+def test_decomposition_on_boundary_cases_matches_reference(name: str) -> None:
+    """The decomposition (ONNX NonMaxSuppression + TopK) in onnxruntime gives the reference's detections on the
+    boundary cases, background class 0 among them."""
+    boxes, scores, fields = BOUNDARY[name]
+    fields = nms_fields(fields)
+    model = torchtrt_ext.passes.decompose_custom_ops(nms_model(*scores.shape, **fields))
+    got = run_onnx(model, {"boxes": torch.from_numpy(boxes), "scores": torch.from_numpy(scores)})
+    check_against_reference(tuple(got), torch.from_numpy(boxes), torch.from_numpy(scores), **fields)
 
 
 @pytest.mark.parametrize("batch,anchors,classes", [(0, 5, 3), (2, 0, 3), (2, 5, 0)])

@@ -1,34 +1,95 @@
 """The native libraries as a user gets them (wheel or source build): the CUDA runtime linked statically with its
 symbols hidden, build_info.json telling the truth about it, the import-time CUDA check, and TensorRT-RTX's plugin
 registry loading the plugin library. CI runs these against the source build and against the installed wheel
-(scripts/test_wheel.sh). Skipped, with the reason, where the libraries were not built."""
+(scripts/test_wheel.sh). Skipped, with the reason, where the libraries could not be built (no nvcc; for the plugin
+library, no TensorRT headers); where setup.py would have built one, its absence FAILS the test (a broken build must
+not hide behind a skip), as the plugin and kernel tests' library fixtures do."""
 from __future__ import annotations
 
 import ctypes
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
+from tests.conftest import _setup_py
 from torchtrt_ext import _native
 from torchtrt_ext.errors import CudaMismatchError, LibraryNotFoundError
+
+
+#: what a test needs -> the torchtrt_ext._native function that finds it
+LOOKUPS = {"kernels library": "kernels_library_path", "plugin library": "plugin_library_path"}
+
+
+def _why_built(what: str) -> str | None:
+    """Why setup.py would have built `what` here (nvcc found; for the plugin library also the TensorRT headers), or
+    None where it would have skipped it."""
+    setup = _setup_py()
+    nvcc = setup.find_nvcc()
+    if nvcc is None:
+        return None
+    if what != "plugin library":
+        return f"nvcc is here ({nvcc})"
+    include, _ = setup.find_trt_include()
+    return None if include is None else f"nvcc ({nvcc}) and the TensorRT headers ({include}) are here"
+
+
+def _missing(what: str, detail: str) -> None:
+    """Fail where the build should have produced `what`, else skip; either way say why."""
+    why = _why_built(what)
+    if why is not None:
+        pytest.fail(f"{why}, so the build should have produced the {what}, but: {detail}", pytrace=False)
+    pytest.skip(f"{what} not built (setup.py skips it without nvcc or, for the plugin library, the TensorRT "
+                f"headers): {detail}")
 
 
 def _built_info() -> dict[str, object]:
     info = _native.build_info()
     if info is None:
-        pytest.skip(f"no native library built (no {_native.BUILD_INFO} in {_native._PACKAGE_LIB_DIR})")
+        _missing(_native.BUILD_INFO, f"no {_native.BUILD_INFO} in {_native._PACKAGE_LIB_DIR}")
+    assert info is not None
     return info
 
 
-def _library(find: object) -> str:
+def _library(what: str) -> str:
+    """The path of `what` (a key of LOOKUPS); a failure or a skip, saying why, where it is missing."""
     try:
-        return str(find())  # type: ignore[operator]
+        return str(getattr(_native, LOOKUPS[what])())
     except LibraryNotFoundError as exc:
-        pytest.skip(f"library not built: {exc}")
+        _missing(what, str(exc))
+        raise
+
+
+@pytest.mark.parametrize("what", list(LOOKUPS))
+def test_a_missing_library_fails_where_the_build_should_have_made_it(monkeypatch: pytest.MonkeyPatch,
+                                                                     what: str) -> None:
+    """What the tests below get from _library: a failure where setup.py would have built the library (nvcc, and for
+    the plugin library the TensorRT headers), a skip where it would not have."""
+    def missing() -> None:
+        raise LibraryNotFoundError(f"{what} not found in torchtrt_ext/lib")
+
+    setup = _setup_py()
+    monkeypatch.setattr(_native, LOOKUPS[what], missing)
+    monkeypatch.setattr(sys.modules[__name__], "_setup_py", lambda: setup)
+    monkeypatch.setattr(setup, "find_nvcc", lambda: "/usr/local/cuda/bin/nvcc")
+    monkeypatch.setattr(setup, "find_trt_include", lambda: (Path("/opt/tensorrt/include"), ["/opt/tensorrt/include"]))
+    with pytest.raises((pytest.fail.Exception, pytest.skip.Exception)) as outcome:  # a skip must fail this test
+        _library(what)
+    assert outcome.type is pytest.fail.Exception, f"skipped instead of failing: {outcome.value}"
+    assert re.search(rf"nvcc .*here.*should have produced the {what}, but: {what} not found", str(outcome.value))
+    monkeypatch.setattr(setup, "find_nvcc", lambda: None)
+    with pytest.raises(pytest.skip.Exception, match=rf"{what} not built"):
+        _library(what)
+    if what == "plugin library":  # nvcc but no headers: setup.py skips the plugin library, and so does the test
+        monkeypatch.setattr(setup, "find_nvcc", lambda: "/usr/local/cuda/bin/nvcc")
+        monkeypatch.setattr(setup, "find_trt_include", lambda: (None, ["/nowhere"]))
+        with pytest.raises(pytest.skip.Exception, match="plugin library not built"):
+            _library(what)
 
 
 def test_build_info_names_the_cuda_runtime_linked_in() -> None:
@@ -39,9 +100,9 @@ def test_build_info_names_the_cuda_runtime_linked_in() -> None:
     assert f"{version // 1000}.{version % 1000 // 10}" == info["cuda_version"]
 
 
-@pytest.mark.parametrize("find", [_native.kernels_library_path, _native.plugin_library_path])
-def test_cuda_runtime_is_linked_statically_and_hidden(find: object) -> None:
-    path = _library(find)
+@pytest.mark.parametrize("what", list(LOOKUPS))
+def test_cuda_runtime_is_linked_statically_and_hidden(what: str) -> None:
+    path = _library(what)
     needed = subprocess.run(["readelf", "-d", path], check=True, capture_output=True, text=True).stdout
     assert "libcudart" not in needed, f"{path} needs a shared CUDA runtime:\n{needed}"
     exported = subprocess.run(["nm", "-D", "--defined-only", path], check=True, capture_output=True, text=True).stdout
@@ -95,7 +156,7 @@ def test_tensorrt_rtx_registry_loads_the_plugin_library() -> None:
     """The real TensorRT-RTX plugin registry loads the library plugin_library_path() gives and lists our creators
     (in a child process: a registry keeps what it loaded for the life of the process)."""
     pytest.importorskip("tensorrt_rtx", reason="tensorrt_rtx is not installed (pip install 'torchtrt_ext[rtx]')")
-    path = _library(_native.plugin_library_path)
+    path = _library("plugin library")
     code = textwrap.dedent(f"""
         import json
         import tensorrt_rtx as trt

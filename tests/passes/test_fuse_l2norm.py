@@ -248,6 +248,34 @@ def test_near_misses_are_left_exactly_as_exported(exporter, opset):
             assert not report.unfused, (name, report.unfused)
 
 
+RUNTIME_UPPER_BOUNDS = {
+    # an upper clamp whose bound is a tensor computed from the input: the graph holds Clip(norm, eps, <tensor>)
+    "norm clamped to mean|x|": lambda x: x / x.norm(dim=1, keepdim=True).clamp(min=1e-6, max=x.abs().mean()),
+    "sum clamped to mean|x|": lambda x: x * torch.rsqrt((x * x).sum(1, keepdim=True).clamp(min=1e-12,
+                                                                                           max=x.abs().mean())),
+}
+
+
+@pytest.mark.parametrize("exporter", ["legacy", "dynamo"])
+@pytest.mark.parametrize("name", list(RUNTIME_UPPER_BOUNDS))
+def test_a_clip_with_an_upper_bound_computed_at_run_time_does_not_fuse(exporter, name):
+    """L2Norm has no upper clamp: fusing would drop it. The values below make the clamp bite (every norm is above
+    the bound), so a fused graph would give other numbers in onnxruntime."""
+    from torchtrt_ext.passes.decompose import decompose_custom_ops
+
+    original = export(_Fn(RUNTIME_UPPER_BOUNDS[name]), torch.randn(3, 8), exporter, 18)
+    clip = next(n for n in original.graph.node if n.op_type == "Clip")
+    assert len(clip.input) == 3 and not any(i.name == clip.input[2] for i in original.graph.initializer)
+    fused, report = fuse_l2norm_with_report(original)
+    assert not report.fused and not l2norm_nodes(fused)
+    assert len(report.unfused) == 1 and report.unfused[0].reasons == (f"Clip {clip.name!r} also clamps from above",)
+    x = np.random.default_rng(3).standard_normal((3, 8)).astype(np.float32)
+    want, got = run(original, x)[0], run(decompose_custom_ops(fused), x)[0]
+    unclamped = x / np.linalg.norm(x, axis=1, keepdims=True)  # what a fused L2Norm would give
+    assert np.abs(want - unclamped).max() > 0.1  # the clamp changes the result on these values
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
 def test_inputs_l2norm_does_not_take_stay_unfused():
     double = export(_Fn(SPELLINGS["F.normalize"][0], 1), torch.randn(2, 6, dtype=torch.float64), "legacy", 17)
     fused, report = fuse_l2norm_with_report(double)

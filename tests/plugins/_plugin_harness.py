@@ -1,5 +1,6 @@
-"""Build and run the C++ conformance harnesses (harness_l2norm.cpp, harness_deform_conv2d.cpp) against
-libtorchtrt_ext_plugins.so, and the checks every op's harness shares (cpu mode, fields against the op definition)."""
+"""Build and run the C++ conformance harnesses (harness_l2norm.cpp, harness_deform_conv2d.cpp,
+harness_efficient_nms.cpp) against libtorchtrt_ext_plugins.so, and the checks every op's harness shares (cpu mode,
+fields against the op definition)."""
 from __future__ import annotations
 
 import os

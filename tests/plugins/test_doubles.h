@@ -1,8 +1,8 @@
 // Test doubles and helpers shared by the test programs of tests/plugins (harness_l2norm.cpp, harness_deform_conv2d.cpp,
-// autoload_check.cpp): what TensorRT would provide to a plugin library (logger finder, expression builder, resource
-// context; the plugin registry is in test_registry.h), the check reporter, PluginFieldCollection and tensor-description
-// builders, the library's entry points and the common main of the conformance harnesses. Header-only: each test
-// program is one translation unit.
+// harness_efficient_nms.cpp, autoload_check.cpp): what TensorRT would provide to a plugin library (logger finder,
+// expression builder, resource context; the plugin registry is in test_registry.h), the check reporter,
+// PluginFieldCollection and tensor-description builders, the library's entry points and the common main of the
+// conformance harnesses. Header-only: each test program is one translation unit.
 #pragma once
 
 #include "NvInferRuntime.h"
