@@ -16,7 +16,7 @@ import torchtrt_ext.ops  # noqa: F401  (defines L2Norm)
 from torchtrt_ext import _native
 from torchtrt_ext.errors import LibraryNotFoundError
 from torchtrt_ext.ops._spec import get_op
-from torchtrt_ext.passes import trt_op_support
+from torchtrt_ext.doctor import trt_op_support
 from torchtrt_ext.doctor import report
 
 HAS_RTX = importlib.util.find_spec("tensorrt_rtx") is not None

@@ -25,6 +25,7 @@ from typing import Any, Union
 
 import onnx
 
+from torchtrt_ext import _version
 from torchtrt_ext.backend import builder as _builder
 from torchtrt_ext._files import atomic_write
 from torchtrt_ext.backend.engine import Engine, EngineMetadata, canonical_json
@@ -170,9 +171,8 @@ def _owned_by_this_user(path: Path) -> bool:
 
 def cache_keys(model: onnx.ModelProto, settings: dict[str, Any], machine: dict[str, Any]) -> tuple[str, str]:
     """(model key, machine key): model = ONNX bytes + settings + torchtrt_ext version; machine = GPU, TRT, plugins."""
-    from torchtrt_ext import __version__
     model_key = _sha256(model.SerializeToString(deterministic=True), canonical_json(settings),
-                        __version__.encode())
+                        _version.__version__.encode())
     return model_key, _sha256(canonical_json(machine))
 
 

@@ -54,7 +54,7 @@ from torchtrt_ext.backend.engine import is_engine_file
 from torchtrt_ext.backend.plugins import PLUGIN_MODES, recorded_ops
 from torchtrt_ext.passes.precision import PRECISIONS
 from torchtrt_ext.doctor import report as doctor
-from torchtrt_ext.compile import run_passes
+from torchtrt_ext.passes import pipeline
 from torchtrt_ext.passes.onnx_util import read_onnx
 from torchtrt_ext.runtime import TRTModule
 from torchtrt_ext.validate import PRECISIONS as TOLERANCE_PRECISIONS
@@ -331,7 +331,7 @@ def cmd_export(args: argparse.Namespace) -> tuple[int, Any, str]:
     with ticking(f"exporting {args.model}", enabled=not args.quiet):
         onnx_model = torchtrt_ext.export_onnx(model, examples, exporter=args.exporter, opset=args.opset,
                                               dynamic_shapes={} if args.static else None)
-    onnx_model = run_passes(onnx_model, fuse=not args.no_fuse)
+    onnx_model = pipeline(onnx_model, fuse=not args.no_fuse)
     save_onnx(onnx_model, output)
     custom = _custom_nodes(onnx_model)
     props = {p.key: p.value for p in onnx_model.metadata_props}
@@ -363,7 +363,7 @@ def cmd_build(args: argparse.Namespace) -> tuple[int, Any, str]:
     onnx_path = _existing(args.onnx, "ONNX file")
     output = _output_path(args.output, onnx_path)
     profiles = _profiles(args)
-    model = run_passes(read_onnx(onnx_path), fuse=not args.no_fuse)
+    model = pipeline(read_onnx(onnx_path), fuse=not args.no_fuse)
     from torchtrt_ext.backend import build_engine
 
     started = time.monotonic()

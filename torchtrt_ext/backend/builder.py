@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Union
 import onnx
 import torch
 
+from torchtrt_ext import _version
 from torchtrt_ext.backend.adapter import TRTApi, load_backend
 from torchtrt_ext._files import atomic_write
 from torchtrt_ext.backend.engine import TRT_DTYPE_NAMES, Engine, EngineMetadata, TensorInfo
@@ -179,12 +180,11 @@ def _engine_of(build: BuildPlan, *, timing_cache: str | os.PathLike[str] | None,
     inputs = tuple(_info(network.get_input(i)) for i in range(network.num_inputs))
     outputs = tuple(_info(network.get_output(i)) for i in range(network.num_outputs))
     gpu_name, cc = current_gpu()
-    from torchtrt_ext import __version__ as ours
     metadata = EngineMetadata(
         inputs=inputs, outputs=outputs, profiles=build.profiles, build=build.settings, backend=api.name,
         trt_version=api.version, gpu_name=gpu_name, compute_capability=cc, plugins=plan.plugin_ids,
         plugin_mode=plan.mode, plugin_ops=plan.ops, plugin_library_sha256=plan.library_sha256,
-        plugins_embedded=build.embed_plugins, output_tree=output_tree, torchtrt_ext_version=ours)
+        plugins_embedded=build.embed_plugins, output_tree=output_tree, torchtrt_ext_version=_version.__version__)
     return Engine(plan_bytes, metadata)
 
 

@@ -5,8 +5,8 @@
 become graph inputs); on ``tensorrt_rtx`` with the C++ plugin library built, it loads that library and parses the real
 graph with our own ops' nodes in it (only other custom nodes are cut), so it reports what RTX really accepts: a node
 our plugin refuses is "plugin rejected". Without that parser it uses the op-support table in
-``passes.trt_op_support`` (and says so). NMS written as a loop or with data-dependent outputs is named, with
-``ops.efficient_nms`` as its remedy (``passes.nms_patterns``). Custom nodes are listed with the plugin that would serve
+``doctor.trt_op_support`` (and says so). NMS written as a loop or with data-dependent outputs is named, with
+``ops.efficient_nms`` as its remedy (``doctor.nms_patterns``). Custom nodes are listed with the plugin that would serve
 them, as a build with ``plugins="auto"`` resolves it (``backend.plugins.auto_route``: the C++ library, the Python
 plugins, or TensorRT's own plugin library for ops bound to it), and whether ``passes.decompose_custom_ops`` can replace
 them. The parse is the build's own step (``backend.builder.network_from_onnx``).
@@ -34,9 +34,9 @@ from torchtrt_ext.backend.plugin_plan import OpPlan, PluginPlan
 from torchtrt_ext.backend.plugins import auto_route, plugin_refs
 from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, OnnxParseError, failure
 from torchtrt_ext.ops._spec import DOMAIN, PROVIDER_OURS, PluginRef, registered_ops
-from torchtrt_ext.passes import trt_op_support as table
-from torchtrt_ext.passes.nms_patterns import REMEDY as NMS_REMEDY
-from torchtrt_ext.passes.nms_patterns import find_nms_patterns
+from torchtrt_ext.doctor import trt_op_support as table
+from torchtrt_ext.doctor.nms_patterns import REMEDY as NMS_REMEDY
+from torchtrt_ext.doctor.nms_patterns import find_nms_patterns
 from torchtrt_ext.passes.onnx_util import (
     STANDARD_DOMAINS,
     OnnxSource,
@@ -299,7 +299,7 @@ def report(model: OnnxSource, backend: str = "tensorrt", *, checker: str = "auto
         model: the ONNX model: a ModelProto, path or bytes (not modified).
         backend: the TensorRT flavour to check against. Default: "tensorrt".
         checker: "parser" (the backend's ONNX parser; raises MissingDependencyError when it is not installed),
-            "table" (``passes.trt_op_support``), or "auto" (the parser when installed, else the table). Default: "auto".
+            "table" (``doctor.trt_op_support``), or "auto" (the parser when installed, else the table). Default: "auto".
 
     Returns:
         a DoctorReport; print it (``to_table``) or serialize it (``to_json``). ``report.ok`` is True when nothing
