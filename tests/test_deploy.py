@@ -20,7 +20,7 @@ import torch
 
 import torchtrt_ext
 from torchtrt_ext import deploy
-from torchtrt_ext.backend import Engine, EngineMetadata, Profile, TensorInfo
+from torchtrt_ext.backend import BuildOptions, Engine, EngineMetadata, Profile, Target, TensorInfo
 from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,9 +57,8 @@ def make_engine(*, batch: int = -1, dtype: str = "float32", plugins: tuple[str, 
     hi = max_batch if batch == -1 else batch
     profile = Profile({"image": ((lo, 3, 64, 64), (lo, 3, 64, 64), (hi, 3, 64, 64)),
                        "scale": ((lo, 1), (lo, 1), (hi, 1))})
-    meta = EngineMetadata(inputs=inputs, outputs=outputs, profiles=(profile,), build={"precision": "fp16"},
-                          backend="tensorrt", trt_version="10.13.0", gpu_name="NVIDIA H200",
-                          compute_capability="9.0", plugins=plugins, plugin_mode="cpp" if plugins else "none")
+    meta = EngineMetadata(inputs=inputs, outputs=outputs, profiles=(profile,), options=BuildOptions(precision="fp16"),
+                          target=Target("tensorrt", "10.13.0", "NVIDIA H200", "9.0"), plugins=plugins, plugin_mode="cpp" if plugins else "none")
     return Engine(b"\x01serialized-plan\x02" * 8, meta)
 
 

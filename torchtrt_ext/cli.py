@@ -383,7 +383,7 @@ def cmd_build(args: argparse.Namespace) -> tuple[int, Any, str]:
     data = {"output": str(args.output), "bytes": len(engine.plan), "seconds": seconds,
             "custom_nodes": _custom_nodes(model), **meta.to_json()}
     text = (f"wrote {args.output}: {len(engine.plan) / 1e6:.2f} MB, {meta.describe_target()}, precision "
-            f"{meta.build.get('precision')}, plugins {meta.plugin_mode}, {len(meta.profiles)} profile(s), {seconds} s")
+            f"{meta.options.precision}, plugins {meta.plugin_mode}, {len(meta.profiles)} profile(s), {seconds} s")
     return EXIT_OK, data, text
 
 
@@ -391,7 +391,7 @@ def _engine_table(meta: Any) -> str:
     from torchtrt_ext.validate import format_table
 
     lines = [f"engine for {meta.describe_target()}",
-             f"precision {meta.build.get('precision')}, plugins {meta.plugin_mode} {list(meta.plugins) or ''}".rstrip(),
+             f"precision {meta.options.precision}, plugins {meta.plugin_mode} {list(meta.plugins) or ''}".rstrip(),
              f"built by torchtrt_ext {meta.torchtrt_ext_version or '?'}"]
     lines += [f"plugin {op.plugin.id} ({op.plugin.provider}): {op.route}" for op in recorded_ops(meta)]
     if meta.plugins_embedded:

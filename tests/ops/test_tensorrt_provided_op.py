@@ -15,6 +15,7 @@ from tests.helpers import node_attrs, rel_err, run_onnx, stand_in_tensorrt
 from torchtrt_ext.backend import plugins
 from torchtrt_ext.backend.adapter import TRTApi, load_backend
 from torchtrt_ext.backend.engine import Engine, EngineMetadata
+from torchtrt_ext.backend.options import BuildOptions, Target
 from torchtrt_ext.backend.plugin_plan import OpPlan
 from torchtrt_ext.errors import BuildError, LibraryNotFoundError
 from torchtrt_ext.ops import PROVIDER_OURS, PROVIDER_TENSORRT, Decomposer, OpSpec, PluginRef, define_op
@@ -114,9 +115,9 @@ def test_recorded_per_op_in_a_real_engine(rtx: str, exported: onnx.ModelProto, t
 
 def test_the_metadata_record_is_read_back_by_one_function(exported: onnx.ModelProto, cpp_library: Path) -> None:
     plan = plugins.resolve_plugin_plan("auto", _stand_in_tensorrt(True), exported)
-    metadata = EngineMetadata(inputs=(), outputs=(), profiles=(), build={}, backend="tensorrt", trt_version="10.13.0",
-                              plugins=plan.plugin_ids, plugin_mode=plan.mode, plugin_ops=plan.ops,
-                              plugin_library_sha256=plan.library_sha256)
+    metadata = EngineMetadata(inputs=(), outputs=(), profiles=(), options=BuildOptions(),
+                              target=Target("tensorrt", "10.13.0", plugin_library_sha256=plan.library_sha256),
+                              plugins=plan.plugin_ids, plugin_mode=plan.mode, plugin_ops=plan.ops)
     again = EngineMetadata.from_json(metadata.to_json())
     assert again.plugin_ops == plan.ops
     read = plugins.plan_from_metadata(again)
@@ -124,8 +125,9 @@ def test_the_metadata_record_is_read_back_by_one_function(exported: onnx.ModelPr
 
 
 def test_an_engine_from_before_the_per_op_record_reads_as_one_route(cpp_library: Path) -> None:
-    metadata = EngineMetadata(inputs=(), outputs=(), profiles=(), build={}, backend="tensorrt", trt_version="10.13.0",
-                              plugins=("torchtrt_ext::L2Norm:1",), plugin_mode="cpp")
+    metadata = EngineMetadata(inputs=(), outputs=(), profiles=(), options=BuildOptions(),
+                              target=Target("tensorrt", "10.13.0"), plugins=("torchtrt_ext::L2Norm:1",),
+                              plugin_mode="cpp")
     assert plugins.recorded_ops(metadata) == (OpPlan(PluginRef("L2Norm", "1", "torchtrt_ext"), "cpp"),)
     assert plugins.plan_from_metadata(metadata).library == cpp_library
 

@@ -248,14 +248,14 @@ def plan_from_metadata(metadata: EngineMetadata) -> PluginPlan:
     """
     ops = recorded_ops(metadata)
     library = None
-    digest = metadata.plugin_library_sha256
+    digest = metadata.target.plugin_library_sha256
     if any(op.route == "cpp" for op in ops) and not metadata.plugins_embedded:
         library = _native.plugin_library_path()
         digest = file_sha256(library)
-        if metadata.plugin_library_sha256 and digest != metadata.plugin_library_sha256:
+        if metadata.target.plugin_library_sha256 and digest != metadata.target.plugin_library_sha256:
             log.warning("plugin library %s differs from the one the engine was built with (sha256 %s..., built "
                         "with %s...); if loading fails, rebuild the engine", library, digest[:12],
-                        metadata.plugin_library_sha256[:12])
+                        metadata.target.plugin_library_sha256[:12])
     return PluginPlan(metadata.plugin_mode, library, digest, ops)
 
 
