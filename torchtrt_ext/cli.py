@@ -51,7 +51,7 @@ from torchtrt_ext._files import same_file, save_onnx
 from torchtrt_ext._progress import ticking
 from torchtrt_ext.backend.adapter import BACKENDS
 from torchtrt_ext.backend.engine import is_engine_file
-from torchtrt_ext.backend.plugins import PLUGIN_MODES, recorded_ops
+from torchtrt_ext.backend.plugins import PLUGIN_MODES
 from torchtrt_ext.passes.precision import PRECISIONS
 from torchtrt_ext.doctor import report as doctor
 from torchtrt_ext.passes import pipeline
@@ -393,7 +393,7 @@ def _engine_table(meta: Any) -> str:
     lines = [f"engine for {meta.describe_target()}",
              f"precision {meta.options.precision}, plugins {meta.plugin_mode} {list(meta.plugins) or ''}".rstrip(),
              f"built by torchtrt_ext {meta.torchtrt_ext_version or '?'}"]
-    lines += [f"plugin {op.plugin.id} ({op.plugin.provider}): {op.route}" for op in recorded_ops(meta)]
+    lines += [f"plugin {op.plugin.id} ({op.plugin.provider}): {op.route}" for op in meta.plugin_plan.ops]
     if meta.plugins_embedded:
         lines.append("carries host code (embedded plugin library): running it needs --allow-engine-host-code")
     rows = [["input", t.name, t.dtype, "x".join(str(d) for d in t.shape)] for t in meta.inputs]

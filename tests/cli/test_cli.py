@@ -74,7 +74,7 @@ def test_export_inspect_build_validate_bench(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     meta = json.loads(done.stdout)
     assert meta["kind"] == "engine" and meta["target"]["backend"] == "tensorrt_rtx"
-    assert meta["plugin_mode"] == "decompose"
+    assert meta["plugin_plan"]["mode"] == "decompose"
     assert meta["profiles"][0]["x"]["max"] == [4, 3, 16, 16]
 
 
@@ -90,8 +90,9 @@ def test_build_on_rtx_with_the_cpp_plugins(tmp_path: Path, onnx_file: Path) -> N
     assert "plugins cpp" in done.stdout
     done = _run("inspect", str(engine_path), "--json")
     meta = json.loads(done.stdout)
-    assert meta["target"]["backend"] == "tensorrt_rtx" and meta["plugin_mode"] == "cpp"
-    assert meta["plugins"] == ["torchtrt_ext::L2Norm:1"]
+    assert meta["target"]["backend"] == "tensorrt_rtx" and meta["plugin_plan"]["mode"] == "cpp"
+    assert [(op["namespace"], op["op"], op["version"], op["route"]) for op in meta["plugin_plan"]["ops"]] == [
+        ("torchtrt_ext", "L2Norm", "1", "cpp")]
 
 
 def test_bad_input_exits_2_with_one_line_in_a_subprocess(tmp_path: Path) -> None:

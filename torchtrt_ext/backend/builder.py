@@ -170,7 +170,7 @@ def _engine_of(build: BuildPlan, *, timing_cache: str | os.PathLike[str] | None,
     outputs = tuple(_info(network.get_output(i)) for i in range(network.num_outputs))
     metadata = EngineMetadata(
         inputs=inputs, outputs=outputs, profiles=build.profiles, options=build.options, target=build.target,
-        plugins=plan.plugin_ids, plugin_mode=plan.mode, plugin_ops=plan.ops,
+        plugin_plan=dataclasses.replace(plan, library=None, library_sha256=None),  # the hash is in the target
         plugins_embedded=build.options.embed_plugins, output_tree=output_tree,
         torchtrt_ext_version=_version.__version__)
     return Engine(plan_bytes, metadata)

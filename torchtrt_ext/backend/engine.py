@@ -21,14 +21,14 @@ from typing import Any
 
 from torchtrt_ext._files import atomic_write
 from torchtrt_ext.backend.options import BuildOptions, Target
-from torchtrt_ext.backend.plugin_plan import OpPlan
+from torchtrt_ext.backend.plugin_plan import PluginPlan
 from torchtrt_ext.backend.profiles import Profile
 from torchtrt_ext.errors import CorruptEngineError, EngineCompatibilityError, InvalidInputError, failure
 
 MAGIC = b"TTXENG01"
 _HEADER = struct.Struct("<8sQQ")
 _DIGEST = 32
-FORMAT_VERSION = 2  # 2: options, target (BuildOptions, Target) in place of build settings and flat target facts
+FORMAT_VERSION = 2  # 2: options, target and plugin_plan, in place of build settings and flat target and plugin facts
 
 # TensorRT DataType member name -> torch dtype name (the metadata stores torch names)
 TRT_DTYPE_NAMES = {"FLOAT": "float32", "HALF": "float16", "BF16": "bfloat16", "INT8": "int8", "INT32": "int32",
@@ -62,9 +62,7 @@ class EngineMetadata:
     profiles: tuple[Profile, ...]
     options: BuildOptions
     target: Target
-    plugins: tuple[str, ...] = ()  # "torchtrt_ext::L2Norm:1" for each plugin op the engine needs at run time
-    plugin_mode: str = "none"  # "cpp", "python", "decompose", "tensorrt" or "none" (PluginPlan.mode)
-    plugin_ops: tuple[OpPlan, ...] = ()  # per custom op: its plugin binding and route (backend.plugin_plan)
+    plugin_plan: PluginPlan = PluginPlan("none")  # per custom op: its plugin binding and route (no library path)
     plugins_embedded: bool = False
     output_tree: Mapping[str, Any] | None = None  # structure of the original model's outputs (runtime.output_tree)
     torchtrt_ext_version: str = ""
@@ -76,6 +74,16 @@ class EngineMetadata:
     @property
     def output_names(self) -> list[str]:
         return [t.name for t in self.outputs]
+
+    @property
+    def plugin_mode(self) -> str:
+        """The plugin plan's mode: "cpp", "python", "decompose", "tensorrt" or "none" (``PluginPlan.mode``)."""
+        return self.plugin_plan.mode
+
+    @property
+    def plugins(self) -> tuple[str, ...]:
+        """``<namespace>::<name>:<version>`` of each plugin the engine needs at run time (``PluginPlan.plugin_ids``)."""
+        return self.plugin_plan.plugin_ids
 
     @property
     def backend(self) -> str:
@@ -110,9 +118,7 @@ class EngineMetadata:
             "profiles": [p.to_json() for p in self.profiles],
             "options": self.options.to_json(),
             "target": self.target.to_json(),
-            "plugins": list(self.plugins),
-            "plugin_mode": self.plugin_mode,
-            "plugin_ops": [op.to_json() for op in self.plugin_ops],
+            "plugin_plan": self.plugin_plan.to_json(),
             "plugins_embedded": self.plugins_embedded,
             "output_tree": self.output_tree,
             "torchtrt_ext_version": self.torchtrt_ext_version,
@@ -130,9 +136,7 @@ class EngineMetadata:
             profiles=tuple(Profile.from_json(p) for p in data["profiles"]),
             options=BuildOptions.from_json(data["options"]),
             target=Target.from_json(data["target"]),
-            plugins=tuple(data.get("plugins", ())),
-            plugin_mode=str(data.get("plugin_mode", "none")),
-            plugin_ops=tuple(OpPlan.from_json(op) for op in data.get("plugin_ops", ())),
+            plugin_plan=PluginPlan.from_json(data["plugin_plan"]),
             plugins_embedded=bool(data.get("plugins_embedded", False)),
             output_tree=data.get("output_tree"),
             torchtrt_ext_version=str(data.get("torchtrt_ext_version", "")),
