@@ -163,8 +163,7 @@ def _engine_of(build: BuildPlan, *, timing_cache: str | os.PathLike[str] | None,
     records: list[tuple[str, str]] = []
     logger = api.make_logger(records)
     builder, network = network_from_onnx(api, typed.model, plan, logger, records)
-    config = configure(api, builder, network, build.profiles, plan, workspace=build.options.workspace,
-                       timing_cache=timing_cache, progress=progress, embed=build.options.embed_plugins)
+    config = configure(builder, network, build, timing_cache=timing_cache, progress=progress)
     plan_bytes = engine_from_network(api, builder, network, config, records, timing_cache=timing_cache)
     inputs = tuple(_info(network.get_input(i)) for i in range(network.num_inputs))
     outputs = tuple(_info(network.get_output(i)) for i in range(network.num_outputs))
@@ -255,19 +254,19 @@ def network_from_onnx(api: TRTApi, model: onnx.ModelProto, plan: PluginPlan, log
                          remedy=remedy, nodes=tuple(errors))
 
 
-def configure(api: TRTApi, builder: trt_t.Builder, network: trt_t.INetworkDefinition, profiles: Sequence[Profile],
-              plan: PluginPlan, *, workspace: int | None, timing_cache: str | os.PathLike[str] | None, progress: bool,
-              embed: bool) -> trt_t.IBuilderConfig:
-    """Step 4: the builder config: workspace, the flags that let the engine be captured in CUDA graphs, profiles,
-    timing cache, progress monitor, the plugin library to embed."""
-    trt = api.trt
+def configure(builder: trt_t.Builder, network: trt_t.INetworkDefinition, build: BuildPlan, *,
+              timing_cache: str | os.PathLike[str] | None, progress: bool) -> trt_t.IBuilderConfig:
+    """Step 4: the builder config of ``build``: workspace, the flags that let the engine be captured in CUDA graphs,
+    profiles, timing cache, progress monitor, the plugin library to embed."""
+    api, trt = build.api, build.api.trt
+    workspace = build.options.workspace
     config: trt_t.IBuilderConfig = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace or default_workspace())
     for flag in api.capture_flags():  # any engine may later run with cuda_graphs=True
         config.set_flag(flag)
 
     names = {network.get_input(i).name for i in range(network.num_inputs)}
-    for profile in profiles:
+    for profile in build.profiles:
         opt_profile: trt_t.IOptimizationProfile = builder.create_optimization_profile()
         for name, shape_range in profile.items():
             if name in names:
@@ -282,9 +281,9 @@ def configure(api: TRTApi, builder: trt_t.Builder, network: trt_t.INetworkDefini
     monitor = api.make_progress_monitor() if progress else None
     if monitor is not None:
         config.progress_monitor = monitor
-    if embed:
-        assert plan.library is not None
-        api.set_plugins_to_serialize(config, [str(plan.library)])
+    if build.options.embed_plugins:
+        assert build.plan.library is not None
+        api.set_plugins_to_serialize(config, [str(build.plan.library)])
     return config
 
 
