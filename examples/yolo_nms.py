@@ -79,10 +79,12 @@ def build_with_rtx(exported: object, work: Path) -> None:
         return
     from torchtrt_ext.backend import build_engine
     from torchtrt_ext.backend.adapter import load_backend
-    from torchtrt_ext.backend.plugins import auto_route
+    from torchtrt_ext.backend.plugin_plan import Unserved
+    from torchtrt_ext.backend.plugins import route
 
-    route, how = auto_route(EFFICIENT_NMS.spec.plugin_ref, load_backend("tensorrt_rtx"), "tensorrt_rtx")
-    if route is None:  # no plugin can serve it there, and RTX cannot build the NonMaxSuppression decomposition
+    planned = route(EFFICIENT_NMS.spec.plugin_ref, "auto", load_backend("tensorrt_rtx"))
+    how = planned.reason if isinstance(planned, Unserved) else planned.how
+    if isinstance(planned, Unserved) or planned.route == "decompose":  # RTX cannot build the NMS decomposition
         print(f"skipped: TensorRT-RTX build (no plugin for EfficientNMS_TRT: {how})")
         return
     engine = build_engine(exported, backend="tensorrt_rtx", plugins="auto", max_batch=4, progress=False)

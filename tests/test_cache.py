@@ -1,6 +1,7 @@
 """Engine cache: hits without building, corrupted files rebuilt, mismatched machines reported, concurrent builders."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import os
@@ -15,6 +16,7 @@ import pytest
 from torchtrt_ext import cache as engine_cache
 from torchtrt_ext.backend import Engine
 from torchtrt_ext.backend import builder as builder_module
+from torchtrt_ext.backend.options import BuildOptions, Target
 from torchtrt_ext import _native
 from torchtrt_ext.cache import cached_build_engine, default_cache_dir, resolve_cache_dir
 from torchtrt_ext.errors import LibraryNotFoundError
@@ -79,8 +81,7 @@ def test_engine_for_another_machine_is_reported_plainly_and_rebuilt(rtx: str, co
     (path,) = _engines(isolated_cache)
     engine = Engine.load(path)
     # the same key's file, but its content claims another GPU and TensorRT version (e.g. copied from another box)
-    engine.with_metadata(trt_version="0.9.0", gpu_name="NVIDIA H200", compute_capability="9.0",
-                         plugin_library_sha256="ab" * 32).save(path)
+    engine.with_metadata(target=Target(engine.metadata.backend, "0.9.0", "NVIDIA H200", "9.0", "ab" * 32)).save(path)
     with caplog.at_level(logging.WARNING, logger="torchtrt_ext"):
         rebuilt = cached_build_engine(conv_onnx, backend=rtx, progress=False)
     assert ("was built for tensorrt_rtx 0.9.0 on NVIDIA H200 (compute capability 9.0), plugin library abababababab, "
@@ -97,7 +98,9 @@ def test_sibling_engine_of_another_machine_is_mentioned(rtx: str, conv_onnx: onn
     cached_build_engine(conv_onnx, backend=rtx, progress=False)
     (path,) = _engines(isolated_cache)
     model_key = path.name.split("-")[0]
-    other = Engine.load(path).with_metadata(gpu_name="NVIDIA H200", compute_capability="9.0")
+    engine = Engine.load(path)
+    other = engine.with_metadata(target=dataclasses.replace(engine.metadata.target, gpu_name="NVIDIA H200",
+                                                            compute_capability="9.0"))
     other.save(isolated_cache / f"{model_key}-0000000000000000.engine")
     (isolated_cache / f"{model_key}-0000.engine").write_bytes(b"unreadable")  # listed first, skipped
     path.unlink()
@@ -192,18 +195,15 @@ def real_engine(rtx: str, conv_onnx: onnx.ModelProto) -> Engine:
 @pytest.fixture
 def builds(real_engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
     """A stand-in for the builder (the cache derives the keys, not the builder): it records each request (with the
-    build options passed through) and returns the real RTX engine labelled with what was asked (model digest,
-    precision, plugin library hash, this machine's GPU)."""
+    build options passed through) and returns the real RTX engine labelled with what was asked (model digest, the
+    ``BuildOptions``, the plan's ``Target``)."""
     calls: list[dict[str, object]] = []
 
     def stand_in(build: builder_module.BuildPlan, *, output_tree: object = None, **options: object) -> Engine:
         digest = hashlib.sha256(build.model.SerializeToString()).hexdigest()
-        calls.append({"model": digest, "precision": build.precision, "output_tree": output_tree, **build.settings,
-                      "options": options})
-        gpu_name, cc = builder_module.current_gpu()
-        return real_engine.with_metadata(build={**real_engine.metadata.build, "precision": build.precision,
-                                                "model": digest}, gpu_name=gpu_name, compute_capability=cc,
-                                         plugin_library_sha256=build.plan.library_sha256)
+        calls.append({"model": digest, "output_tree": output_tree, **build.options.to_json(), "options": options})
+        # labelled with the model it was asked for (in the output tree, which the cache does not read back)
+        return real_engine.with_metadata(options=build.options, target=build.target, output_tree={"model": digest})
 
     monkeypatch.setattr(builder_module, "build_from_plan", stand_in)
     return calls
@@ -225,7 +225,7 @@ def test_every_build_setting_is_part_of_the_key(rtx: str, conv_onnx: onnx.ModelP
         assert len(builds) == before + 1 and again.metadata_bytes == engine.metadata_bytes
     assert len(builds) == 1 + len(KEY_SETTINGS) and len(_engines(isolated_cache)) == 1 + len(KEY_SETTINGS)
     fp16 = cached_build_engine(conv_onnx, backend=rtx, progress=False, precision="fp16")
-    assert fp16.metadata.build["precision"] == "fp16" and base.metadata.build["precision"] == "fp32"
+    assert fp16.metadata.options.precision == "fp16" and base.metadata.options.precision == "fp32"
     # options that do not change the engine do not change the key
     cached_build_engine(conv_onnx, backend=rtx, progress=True, timing_cache=isolated_cache / "t.cache")
     assert len(builds) == 1 + len(KEY_SETTINGS)
@@ -242,7 +242,8 @@ def test_a_different_model_never_hits_another_models_entry(rtx: str, conv_onnx: 
     weights.CopyFrom(onnx.numpy_helper.from_array(values, weights.name))
     digest = {id(m): hashlib.sha256(m.SerializeToString()).hexdigest() for m in (conv_onnx, other)}
     for model in (conv_onnx, other, conv_onnx, other):
-        assert cached_build_engine(model, backend=rtx, progress=False).metadata.build["model"] == digest[id(model)]
+        tree = cached_build_engine(model, backend=rtx, progress=False).metadata.output_tree
+        assert tree == {"model": digest[id(model)]}
     assert len(builds) == 2 and len(_engines(isolated_cache)) == 2
 
 
@@ -267,26 +268,80 @@ def test_a_second_call_on_a_gpu_machine_is_a_hit(rtx: str, conv_onnx: onnx.Model
     assert len(builds) == 1 and len(_engines(isolated_cache)) == 1
 
 
-@pytest.mark.parametrize("field, value", [("backend", "tensorrt"), ("trt_version", "10.13.0"),
-                                          ("gpu_name", "NVIDIA L40S"), ("compute_capability", "8.9"),
-                                          ("plugin_sha256", "ab" * 32)])
-def test_every_machine_fact_is_part_of_the_key(conv_onnx: onnx.ModelProto, field: str, value: str) -> None:
-    machine = {"backend": "tensorrt_rtx", "trt_version": "1.7.1", "gpu_name": "NVIDIA H200",
-               "compute_capability": "9.0", "plugin_sha256": None}
-    base = engine_cache.cache_keys(conv_onnx, {"precision": "fp32"}, engine_cache.machine_fingerprint(**machine))
-    changed = engine_cache.cache_keys(conv_onnx, {"precision": "fp32"},
-                                      engine_cache.machine_fingerprint(**{**machine, field: value}))
-    assert changed[0] == base[0] and changed[1] != base[1]
+TARGET = Target("tensorrt_rtx", "1.7.1", "NVIDIA H200", "9.0", None)
+# one other value per field of each value type: a field added without an entry here fails the tests below
+OTHER_OPTIONS = {"backend": "tensorrt_rtx", "precision": "fp16", "profiles": {"x": ((1, 3, 8, 8),) * 3},
+                 "max_batch": 8, "workspace": 1 << 20, "plugins": "decompose", "embed_plugins": True}
+OTHER_TARGET = {"backend": "tensorrt", "trt_version": "10.13.0", "gpu_name": "NVIDIA L40S", "compute_capability": "8.9",
+                "plugin_library_sha256": "ab" * 32}
+
+
+def test_the_values_a_build_is_made_of_print_compare_and_hash() -> None:
+    options = BuildOptions.of(backend="tensorrt_rtx", profiles={"x": ((1, 3, 8, 8),) * 3})
+    same = BuildOptions.of(backend="tensorrt_rtx", profiles=[{"x": ((1, 3, 8, 8),) * 3}])
+    assert options == same and hash(options) == hash(same) and len({options, same, BuildOptions()}) == 2
+    assert "precision='fp32'" in repr(options) and "min (1, 3, 8, 8)" in repr(options)
+    assert BuildOptions.from_json(options.to_json()) == options and Target.from_json(TARGET.to_json()) == TARGET
+    assert TARGET.describe() == "tensorrt_rtx 1.7.1 on NVIDIA H200 (compute capability 9.0)"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.precision = "fp16"  # type: ignore[misc]
+
+
+def test_every_build_option_is_part_of_the_model_key(conv_onnx: onnx.ModelProto) -> None:
+    assert set(OTHER_OPTIONS) == {f.name for f in dataclasses.fields(BuildOptions)}
+    base = BuildOptions(backend="tensorrt")
+    keys = {engine_cache.cache_keys(conv_onnx, base, TARGET)}
+    for name, value in OTHER_OPTIONS.items():
+        changed = BuildOptions.of(**{**base.to_json(), "profiles": None, name: value})
+        assert getattr(changed, name) != getattr(base, name), name
+        model_key, target_key = engine_cache.cache_keys(conv_onnx, changed, TARGET)
+        assert (model_key, target_key) not in keys and target_key == engine_cache.cache_keys(conv_onnx, base,
+                                                                                             TARGET)[1], name
+        keys.add((model_key, target_key))
+
+
+def test_every_target_fact_is_part_of_the_target_key(conv_onnx: onnx.ModelProto) -> None:
+    assert set(OTHER_TARGET) == {f.name for f in dataclasses.fields(Target)}
+    base = engine_cache.cache_keys(conv_onnx, BuildOptions(), TARGET)
+    for name, value in OTHER_TARGET.items():
+        changed = engine_cache.cache_keys(conv_onnx, BuildOptions(), dataclasses.replace(TARGET, **{name: value}))
+        assert changed[0] == base[0] and changed[1] != base[1], name
 
 
 def test_the_torchtrt_ext_version_is_part_of_the_model_key(conv_onnx: onnx.ModelProto,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    import torchtrt_ext
+    from torchtrt_ext import _version
 
-    machine = engine_cache.machine_fingerprint("tensorrt_rtx", "1.7.1", None, None, None)
-    before = engine_cache.cache_keys(conv_onnx, {}, machine)
-    monkeypatch.setattr(torchtrt_ext, "__version__", "9.9.9")
-    assert engine_cache.cache_keys(conv_onnx, {}, machine)[0] != before[0]
+    before = engine_cache.cache_keys(conv_onnx, BuildOptions(), TARGET)
+    monkeypatch.setattr(_version, "__version__", "9.9.9")
+    assert engine_cache.cache_keys(conv_onnx, BuildOptions(), TARGET)[0] != before[0]
+
+
+def test_equal_options_and_target_build_once(rtx: str, conv_onnx: onnx.ModelProto, isolated_cache: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two equal (not identical) BuildOptions for one model on one target: one real RTX build, one cache entry."""
+    profile = {"x": ((1, 3, 8, 8), (2, 3, 8, 8), (4, 3, 8, 8))}
+    first = engine_cache.cached_build(conv_onnx, BuildOptions.of(backend=rtx, profiles=profile), progress=False)
+    _forbid_building(monkeypatch)
+    again = cached_build_engine(conv_onnx, backend=rtx, profiles=[profile], progress=False)  # the keyword spelling
+    assert len(_engines(isolated_cache)) == 1 and again.plan == first.plan
+    assert again.metadata.options == BuildOptions.of(backend=rtx, profiles=profile)
+    assert again.metadata.target == builder_module.plan_build(conv_onnx, again.metadata.options).target
+
+
+@pytest.mark.parametrize("name", sorted(OTHER_TARGET))
+def test_a_hit_whose_stored_target_differs_is_a_miss_logged(name: str, rtx: str, conv_onnx: onnx.ModelProto,
+                                                            isolated_cache: Path, builds: list[dict[str, object]],
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    cached_build_engine(conv_onnx, backend=rtx, progress=False)
+    (path,) = _engines(isolated_cache)
+    engine = Engine.load(path)
+    stored = dataclasses.replace(engine.metadata.target, **{name: OTHER_TARGET[name]})
+    engine.with_metadata(target=stored).save(path)  # the plan's key, another target inside
+    with caplog.at_level(logging.WARNING, logger="torchtrt_ext"):
+        rebuilt = cached_build_engine(conv_onnx, backend=rtx, progress=False)
+    assert len(builds) == 2 and rebuilt.metadata.target != stored
+    assert f"was built for {stored.describe()}, but this machine has {rebuilt.metadata.target.describe()}" in caplog.text
 
 
 @pytest.mark.trt_headers
@@ -300,7 +355,7 @@ def test_an_engine_with_our_plugin_library_is_a_cache_hit(rtx: str, l2norm_onnx:
     except LibraryNotFoundError as exc:
         pytest.fail(f"TensorRT headers are here, so the plugin library should have been built: {exc}")
     first = cached_build_engine(l2norm_onnx, backend=rtx, plugins="cpp", progress=False)
-    assert first.metadata.plugin_library_sha256
+    assert first.metadata.target.plugin_library_sha256
     _forbid_building(monkeypatch)
     again = cached_build_engine(l2norm_onnx, backend=rtx, plugins="cpp", progress=False)
     assert again.plan == first.plan and len(_engines(isolated_cache)) == 1
@@ -311,13 +366,13 @@ def test_another_plugin_library_misses_the_cache(rtx: str, l2norm_onnx: onnx.Mod
     """A rebuilt plugin library (other bytes, so another hash) must not be served an engine built with the old one:
     the plan would call plugins whose code changed."""
     first = cached_build_engine(l2norm_onnx, backend=rtx, plugins="cpp", progress=False)
-    assert first.metadata.plugin_library_sha256 == hashlib.sha256(cpp_library.read_bytes()).hexdigest()
+    assert first.metadata.target.plugin_library_sha256 == hashlib.sha256(cpp_library.read_bytes()).hexdigest()
     cached_build_engine(l2norm_onnx, backend=rtx, plugins="cpp", progress=False)
     assert len(builds) == 1  # the same library: a hit
     cpp_library.write_bytes(b"a rebuilt plugin library")
     rebuilt = cached_build_engine(l2norm_onnx, backend=rtx, plugins="cpp", progress=False)
     assert len(builds) == 2 and len(_engines(isolated_cache)) == 2
-    assert rebuilt.metadata.plugin_library_sha256 == hashlib.sha256(b"a rebuilt plugin library").hexdigest()
+    assert rebuilt.metadata.target.plugin_library_sha256 == hashlib.sha256(b"a rebuilt plugin library").hexdigest()
 
 
 def test_a_cache_folder_whose_parents_do_not_exist_is_created(rtx: str, conv_onnx: onnx.ModelProto, tmp_path: Path,

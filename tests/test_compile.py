@@ -8,7 +8,8 @@ import warnings
 import pytest
 import torch
 
-from torchtrt_ext.compile import compile, run_passes
+from torchtrt_ext.compile import compile
+from torchtrt_ext.passes import pipeline
 from torchtrt_ext.errors import InvalidInputError, MissingDependencyError
 from torchtrt_ext.export import export_onnx
 from torchtrt_ext.errors import NoGPUError
@@ -81,10 +82,10 @@ def test_fusion_hook_fuses_and_logs(caplog: pytest.LogCaptureFixture) -> None:
     onnx_model = export_onnx(Head().eval(), (torch.randn(2, 3, 8, 8),))
     assert not any(n.domain == "torchtrt_ext" for n in onnx_model.graph.node)
     with caplog.at_level(logging.INFO, logger="torchtrt_ext"):
-        fused = run_passes(onnx_model, fuse=True)
+        fused = pipeline(onnx_model, fuse=True)
     assert [n.op_type for n in fused.graph.node if n.domain == "torchtrt_ext"] == ["L2Norm"]
     assert "fusion: fused 1 L2 normalizations" in caplog.text
-    assert run_passes(onnx_model, fuse=False) is onnx_model
+    assert pipeline(onnx_model, fuse=False) is onnx_model
 
 
 # ------------------------------------------------------------------------------------------------ GPU + TensorRT

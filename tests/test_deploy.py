@@ -20,8 +20,10 @@ import torch
 
 import torchtrt_ext
 from torchtrt_ext import deploy
-from torchtrt_ext.backend import Engine, EngineMetadata, Profile, TensorInfo
+from torchtrt_ext.backend import BuildOptions, Engine, EngineMetadata, Profile, Target, TensorInfo
+from torchtrt_ext.backend.plugin_plan import OpPlan, PluginPlan
 from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError
+from torchtrt_ext.ops import PluginRef
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,7 +51,7 @@ def parse_config(text: str) -> Any:
     return text_format.Parse(text, pb2.ModelConfig())  # strict: unknown fields or bad enums raise
 
 
-def make_engine(*, batch: int = -1, dtype: str = "float32", plugins: tuple[str, ...] = ("torchtrt_ext::L2Norm:1",),
+def make_engine(*, batch: int = -1, dtype: str = "float32", plugins: tuple[str, ...] = ("L2Norm",),
                 max_batch: int = 16) -> Engine:
     inputs = (TensorInfo("image", dtype, (batch, 3, 64, 64)), TensorInfo("scale", "float16", (batch, 1)))
     outputs = (TensorInfo("boxes", "float32", (batch, 8, -1)), TensorInfo("labels", "int64", (batch, 8)))
@@ -57,9 +59,11 @@ def make_engine(*, batch: int = -1, dtype: str = "float32", plugins: tuple[str, 
     hi = max_batch if batch == -1 else batch
     profile = Profile({"image": ((lo, 3, 64, 64), (lo, 3, 64, 64), (hi, 3, 64, 64)),
                        "scale": ((lo, 1), (lo, 1), (hi, 1))})
-    meta = EngineMetadata(inputs=inputs, outputs=outputs, profiles=(profile,), build={"precision": "fp16"},
-                          backend="tensorrt", trt_version="10.13.0", gpu_name="NVIDIA H200",
-                          compute_capability="9.0", plugins=plugins, plugin_mode="cpp" if plugins else "none")
+    meta = EngineMetadata(inputs=inputs, outputs=outputs, profiles=(profile,), options=BuildOptions(precision="fp16"),
+                          target=Target("tensorrt", "10.13.0", "NVIDIA H200", "9.0"),
+                          plugin_plan=PluginPlan("cpp" if plugins else "none",
+                                                 ops=tuple(OpPlan(PluginRef(op, "1", "torchtrt_ext"), "cpp")
+                                                           for op in plugins)))
     return Engine(b"\x01serialized-plan\x02" * 8, meta)
 
 

@@ -16,7 +16,7 @@ import torchtrt_ext.ops  # noqa: F401  (defines L2Norm)
 from torchtrt_ext import _native
 from torchtrt_ext.errors import LibraryNotFoundError
 from torchtrt_ext.ops.spec import get_op
-from torchtrt_ext.passes import trt_op_support
+from torchtrt_ext.doctor import trt_op_support
 from torchtrt_ext.doctor import report
 
 HAS_RTX = importlib.util.find_spec("tensorrt_rtx") is not None
@@ -235,3 +235,62 @@ def test_a_tensorrt_without_tensorrt_plugin_is_not_reported_as_serving_the_pytho
     l2norm = next(f for f in result.findings if f.op_type == "L2Norm")
     assert l2norm.problem and l2norm.status == "plugin missing"
     assert "tensorrt 10.3.0 has no tensorrt.plugin" in l2norm.detail
+
+
+# ------------------------------------------------------------------- one routing policy for the build and the doctor
+class _Nms(torch.nn.Module):
+    def forward(self, boxes: torch.Tensor, scores: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        from torchtrt_ext.ops.efficient_nms import efficient_nms
+
+        return efficient_nms(boxes, scores, max_output_boxes=5)
+
+
+def _efficient_nms_model() -> onnx.ModelProto:
+    """One EfficientNMS_TRT node: bound to TensorRT's own plugin, with ours as the fallback."""
+    return torchtrt_ext.export_onnx(_Nms(), (torch.rand(1, 8, 4), torch.rand(1, 8, 3)), exporter="legacy")
+
+
+ROUTED_MODELS = {"l2norm": _with_unique_and_l2norm, "efficient_nms": _efficient_nms_model}
+
+
+@pytest.mark.parametrize("case", sorted(ROUTED_MODELS))
+@pytest.mark.parametrize("library", [True, False], ids=["library", "no library"])
+@pytest.mark.parametrize("backend", ["tensorrt", pytest.param("tensorrt_rtx", marks=needs_rtx)])
+def test_the_build_and_the_doctor_route_every_node_alike(case, library, backend, monkeypatch, tmp_path):
+    """The plan a build with plugins='auto' takes, per node, is the one the doctor reports, or the build raises the
+    error of a node the doctor reports unserved. ``tensorrt``: a stand-in TRTApi whose plugin library registers
+    EfficientNMS_TRT (our orchestration only); ``tensorrt_rtx``: the real one."""
+    from torchtrt_ext.backend import adapter
+    from torchtrt_ext.backend.adapter import TRTApi
+    from torchtrt_ext.backend.plugin_plan import OpPlan, Unserved
+    from torchtrt_ext.backend.plugins import resolve_plugin_plan
+    from torchtrt_ext.errors import TorchTRTExtError
+    from tests.helpers import stand_in_tensorrt
+
+    if library:
+        (tmp_path / "libtorchtrt_ext_plugins.so").write_bytes(b"")
+        monkeypatch.setattr(_native, "plugin_library_path", lambda: tmp_path / "libtorchtrt_ext_plugins.so")
+    else:
+        def missing():
+            raise LibraryNotFoundError("libtorchtrt_ext_plugins.so not found. Expected: it. Remedy: build it")
+        monkeypatch.setattr(_native, "plugin_library_path", missing)
+    if backend == "tensorrt":
+        api = TRTApi("tensorrt", stand_in_tensorrt({("EfficientNMS_TRT", "1", "")}))
+        monkeypatch.setattr(adapter, "backend_available", lambda name: True)
+        monkeypatch.setattr(adapter, "load_backend", lambda name: api)
+    else:
+        api = adapter.load_backend(backend)
+    model = ROUTED_MODELS[case]()
+    nodes = [n for n in model.graph.node if n.domain == "torchtrt_ext"]
+    doctor = report(model, backend, checker="table").routes
+    assert nodes and set(doctor) == {n.name for n in nodes}
+    try:
+        plan = resolve_plugin_plan("auto", api, model)
+    except TorchTRTExtError as exc:
+        unserved = [r for r in doctor.values() if isinstance(r, Unserved)]
+        assert str(exc) in {str(r.error) for r in unserved}
+        return
+    built = {op.op_type: op for op in plan.ops}
+    for node in nodes:
+        ours, theirs = doctor[node.name], built[node.op_type]
+        assert isinstance(ours, OpPlan) and (ours, ours.how) == (theirs, theirs.how), node.name

@@ -2,6 +2,7 @@
 the tests marked gpu + tensorrt, which skip with the reason where those are missing."""
 from __future__ import annotations
 
+import dataclasses
 import threading
 from pathlib import Path
 
@@ -65,7 +66,7 @@ def test_save_and_load_round_trip(rtx_engine: Engine, tmp_path: Path) -> None:
 
 
 def test_load_refuses_another_tensorrt_version(rtx_engine: Engine, tmp_path: Path) -> None:
-    path = rtx_engine.with_metadata(trt_version="0.9.0").save(tmp_path / "old.engine")
+    path = rtx_engine.with_metadata(target=dataclasses.replace(rtx_engine.metadata.target, trt_version="0.9.0")).save(tmp_path / "old.engine")
     with pytest.raises(EngineCompatibilityError, match=r"built with tensorrt_rtx 0\.9\.0, this machine has "
                                                        r"tensorrt_rtx 1\..*Remedy: rebuild the engine on the target"):
         load(path)

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from torchtrt_ext.backend.engine import Engine, EngineMetadata, TensorInfo
+from torchtrt_ext.backend.options import BuildOptions, Target
 from torchtrt_ext.backend.profiles import Profile
 from torchtrt_ext.errors import EngineCompatibilityError, InvalidInputError
 from torchtrt_ext.runtime import ALIGNMENT, TRTModule, _Loaded, check_bindings, tensor_address
@@ -105,7 +106,7 @@ class StandInGraph:
 
 def metadata(out_dtype: str = "float32") -> EngineMetadata:
     return EngineMetadata(inputs=(TensorInfo("x", "float32", (-1, 3)),), outputs=(TensorInfo("y", out_dtype, (-1, 3)),),
-                          profiles=PROFILES, build={}, backend="tensorrt", trt_version="10.13")
+                          profiles=PROFILES, options=BuildOptions(), target=Target("tensorrt", "10.13"))
 
 
 @pytest.fixture
@@ -290,7 +291,7 @@ def test_version_compatible_engines_run_on_newer_tensorrt_of_the_same_major(embe
     from torchtrt_ext.backend.adapter import TRTApi
     from torchtrt_ext.runtime import check_compatible
 
-    meta = dataclasses.replace(metadata(), trt_version="10.13.0.35", plugins_embedded=embedded)
+    meta = dataclasses.replace(metadata(), target=Target("tensorrt", "10.13.0.35"), plugins_embedded=embedded)
     api = TRTApi("tensorrt", types.SimpleNamespace(__version__=here))
     if ok:
         check_compatible(meta, api, None)
@@ -310,7 +311,7 @@ def test_only_tensorrt_engines_are_held_to_their_gpu(backend: str, ok: bool, mon
 
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device: (9, 0))
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "NVIDIA H200")
-    meta = dataclasses.replace(metadata(), backend=backend, gpu_name="NVIDIA GeForce RTX 4090", compute_capability="8.9")
+    meta = dataclasses.replace(metadata(), target=Target(backend, "10.13", "NVIDIA GeForce RTX 4090", "8.9"))
     api = TRTApi(backend, types.SimpleNamespace(__version__=meta.trt_version))
     if ok:
         check_compatible(meta, api, torch.device("cuda", 0))

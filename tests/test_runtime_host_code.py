@@ -8,6 +8,7 @@ reads only the metadata, and TensorRT itself refuses host code whenever the flag
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from pathlib import Path
@@ -20,9 +21,13 @@ import torchtrt_ext
 from torchtrt_ext import cli
 from torchtrt_ext.backend import Engine, build_engine
 from torchtrt_ext.backend.adapter import load_backend
+from torchtrt_ext.backend.plugin_plan import OpPlan, PluginPlan
 from torchtrt_ext.cache import cached_build_engine
 from torchtrt_ext.errors import HostCodeNotAllowedError, LibraryNotFoundError
+from torchtrt_ext.ops import PluginRef
 from torchtrt_ext.runtime import TRTModule, create_runtime
+
+L2NORM_CPP = OpPlan(PluginRef("L2Norm", "1", "torchtrt_ext"), "cpp")  # the plan of an engine with our L2Norm plugin inside
 
 OPT_IN = r"pass allow_engine_host_code=True \(CLI: --allow-engine-host-code\)"
 PROFILE = {"x": ((1, 3, 8, 8), (2, 3, 8, 8), (4, 3, 8, 8))}
@@ -37,7 +42,7 @@ def plain(rtx: str, conv_onnx: onnx.ModelProto) -> Engine:
 @pytest.fixture(scope="module")
 def carrying(plain: Engine) -> Engine:
     """The same engine as a file handed over by someone else would describe itself: plugins embedded."""
-    return plain.with_metadata(plugins_embedded=True, plugins=("torchtrt_ext::L2Norm:1",), plugin_mode="cpp")
+    return plain.with_metadata(plugins_embedded=True, plugin_plan=PluginPlan("cpp", ops=(L2NORM_CPP,)))
 
 
 def test_every_entry_point_refuses_host_code_naming_the_opt_in(carrying: Engine, tmp_path: Path) -> None:
@@ -98,7 +103,8 @@ def _plant_host_code(cache_dir: Path) -> Path:
     """Rewrite the one cached engine so that it carries host code (as a file someone else put there would)."""
     (path,) = sorted(cache_dir.glob("*.engine"))
     engine = Engine.load(path)
-    engine.with_metadata(plugins_embedded=True, plugins=("torchtrt_ext::L2Norm:1",)).save(path)
+    plan = dataclasses.replace(engine.metadata.plugin_plan, ops=(L2NORM_CPP,))  # needs torchtrt_ext::L2Norm:1
+    engine.with_metadata(plugins_embedded=True, plugin_plan=plan).save(path)
     return path
 
 

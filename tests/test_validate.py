@@ -169,12 +169,12 @@ def test_wrong_decomposition_is_caught_and_named() -> None:
 def test_engine_metadata_gives_input_shapes_and_the_gpu() -> None:
     from types import SimpleNamespace
 
-    from torchtrt_ext.backend import Profile, TensorInfo
+    from torchtrt_ext.backend import BuildOptions, Profile, TensorInfo
     from torchtrt_ext.validate import input_specs_of, preferred_device
 
     metadata = SimpleNamespace(inputs=(TensorInfo("x", "float16", (-1, 3, 8, 8)),),
                                profiles=(Profile({"x": ((1, 3, 8, 8), (4, 3, 8, 8), (8, 3, 8, 8))}),),
-                               build={"precision": "fp16"})
+                               options=BuildOptions(precision="fp16"))
     fake_trt_module = SimpleNamespace(metadata=metadata)
     assert input_specs_of(fake_trt_module) == [((4, 3, 8, 8), torch.float16)]  # the first profile's opt shape
     assert preferred_device(fake_trt_module) == torch.device("cuda")

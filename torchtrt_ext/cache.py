@@ -1,9 +1,10 @@
-"""Engine cache: build once per (model, settings, plugin library, GPU, TensorRT version), reuse afterwards.
+"""Engine cache: build once per (model, ``BuildOptions``) and ``Target``, reuse afterwards.
 
-Key (DESIGN.md §5): the ONNX bytes, the build settings, the plugin library's hash, the GPU's compute capability and
-name, the TensorRT flavour and version (and torchtrt_ext's version, whose passes shape the graph). A file is named
-``<model key>-<machine key>.engine``, so an engine of the same model built for another GPU or TensorRT sits next to
-this one and is reported plainly instead of being loaded.
+Key (docs/design.md, Engine cache): a hash of the ONNX bytes and the ``BuildOptions`` (with the caller's output tree and
+torchtrt_ext's version, whose passes shape the graph), and a hash of the ``Target`` the build plan works out (backend,
+TensorRT version, GPU name and compute capability, plugin library hash). A file is named
+``<model key>-<target key>.engine``, so an engine of the same model built for another target sits next to this one
+and is reported plainly instead of being loaded; a hit whose stored target differs from the plan's is a miss, logged.
 
 Folder: ``$TORCHTRT_EXT_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/torchtrt_ext`` (``~/.cache/torchtrt_ext``).
 ``TORCHTRT_EXT_CACHE=0`` (or ``off``/``false``/``no``), or ``cache=False``, disables it.
@@ -19,15 +20,17 @@ import contextlib
 import hashlib
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Union
 
 import onnx
 
+from torchtrt_ext import _version
 from torchtrt_ext.backend import builder as _builder
 from torchtrt_ext._files import atomic_write
-from torchtrt_ext.backend.engine import Engine, EngineMetadata, canonical_json
+from torchtrt_ext.backend.engine import Engine, canonical_json
+from torchtrt_ext.backend.options import BuildOptions, Target
 from torchtrt_ext.backend.profiles import DEFAULT_MAX_BATCH, ProfileSpec
 from torchtrt_ext.errors import CorruptEngineError
 
@@ -71,32 +74,15 @@ def _sha256(*parts: bytes) -> str:
     return digest.hexdigest()
 
 
-def machine_fingerprint(backend: str, trt_version: str, gpu_name: str | None, compute_capability: str | None,
-                        plugin_sha256: str | None) -> dict[str, Any]:
-    return {"backend": backend, "trt_version": trt_version, "gpu_name": gpu_name,
-            "compute_capability": compute_capability, "plugin_library_sha256": plugin_sha256}
-
-
-def _machine_of(metadata: EngineMetadata) -> dict[str, Any]:
-    return machine_fingerprint(metadata.backend, metadata.trt_version, metadata.gpu_name,
-                               metadata.compute_capability, metadata.plugin_library_sha256)
-
-
-def _describe(machine: dict[str, Any]) -> str:
-    gpu = (f"{machine['gpu_name']} (compute capability {machine['compute_capability']})"
-           if machine["compute_capability"] else "no GPU")
-    plugins = f", plugin library {machine['plugin_library_sha256'][:12]}" if machine["plugin_library_sha256"] else ""
-    return f"{machine['backend']} {machine['trt_version']} on {gpu}{plugins}"
-
-
 class EngineCache:
     """A folder of engine files named by key."""
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
 
-    def path_for(self, model_key: str, machine_key: str) -> Path:
-        return self.directory / f"{model_key[:32]}-{machine_key[:16]}.engine"
+    def path_for(self, model_key: str, target_key: str) -> Path:
+        """The file of a (model key, target key) pair."""
+        return self.directory / f"{model_key[:32]}-{target_key[:16]}.engine"
 
     @contextlib.contextmanager
     def locked(self, path: Path) -> Iterator[OSError | None]:
@@ -119,11 +105,11 @@ class EngineCache:
             finally:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
-    def load(self, path: Path, machine: dict[str, Any]) -> Engine | None:
-        """The cached engine at ``path`` if it is valid and fits ``machine``; else None (after saying why)."""
+    def load(self, path: Path, target: Target) -> Engine | None:
+        """The cached engine at ``path`` if it is valid and built for ``target``; else None (after saying why)."""
         try:
             if not path.is_file():
-                self._report_other_machines(path, machine)
+                self._report_other_targets(path, target)
                 return None
             engine = Engine.load(path)
         except OSError as exc:  # an unreadable folder or file: the caller builds
@@ -134,10 +120,10 @@ class EngineCache:
             with contextlib.suppress(OSError):
                 path.unlink()
             return None
-        cached = _machine_of(engine.metadata)
-        if cached != machine:
+        cached = engine.metadata.target
+        if cached != target:
             log.warning("cached engine %s was built for %s, but this machine has %s; rebuilding for this machine",
-                        path, _describe(cached), _describe(machine))
+                        path, cached.describe(), target.describe())
             return None
         if engine.metadata.plugins_embedded and not _owned_by_this_user(path):
             log.warning("cached engine %s carries host code (an embedded plugin library) and belongs to another user; "
@@ -147,15 +133,15 @@ class EngineCache:
         log.info("engine cache hit: %s", path)
         return engine
 
-    def _report_other_machines(self, path: Path, machine: dict[str, Any]) -> None:
+    def _report_other_targets(self, path: Path, target: Target) -> None:
         model_key = path.name.split("-")[0]
         for other in sorted(self.directory.glob(f"{model_key}-*.engine")):
             try:
-                cached = _machine_of(Engine.load(other).metadata)
+                cached = Engine.load(other).metadata.target
             except Exception:  # noqa: BLE001 - a sibling we cannot read is just not reported
                 continue
             log.info("an engine of this model exists for %s (%s), not for this machine (%s); building one",
-                     _describe(cached), other.name, _describe(machine))
+                     cached.describe(), other.name, target.describe())
 
     def store(self, path: Path, engine: Engine) -> None:
         atomic_write(path, engine.to_bytes())
@@ -168,12 +154,13 @@ def _owned_by_this_user(path: Path) -> bool:
     return getuid is None or path.stat().st_uid == getuid()
 
 
-def cache_keys(model: onnx.ModelProto, settings: dict[str, Any], machine: dict[str, Any]) -> tuple[str, str]:
-    """(model key, machine key): model = ONNX bytes + settings + torchtrt_ext version; machine = GPU, TRT, plugins."""
-    from torchtrt_ext import __version__
-    model_key = _sha256(model.SerializeToString(deterministic=True), canonical_json(settings),
-                        __version__.encode())
-    return model_key, _sha256(canonical_json(machine))
+def cache_keys(model: onnx.ModelProto, options: BuildOptions, target: Target,
+               output_tree: Mapping[str, Any] | None = None) -> tuple[str, str]:
+    """(model key, target key): model = ONNX bytes + options + the output tree + torchtrt_ext's version; target = the
+    ``Target``'s facts."""
+    model_key = _sha256(model.SerializeToString(deterministic=True), canonical_json(options.to_json()),
+                        canonical_json(output_tree), _version.__version__.encode())
+    return model_key, _sha256(canonical_json(target.to_json()))
 
 
 def cached_build_engine(onnx_model_or_path: _builder.OnnxSource, *, cache: CacheOption = True,
@@ -185,16 +172,23 @@ def cached_build_engine(onnx_model_or_path: _builder.OnnxSource, *, cache: Cache
 
     ``build_options`` (``timing_cache``, ``progress``) are passed through and do not change the key.
     """
+    options = BuildOptions.of(backend=backend, precision=precision, profiles=profiles, max_batch=max_batch,
+                              workspace=workspace, plugins=plugins, embed_plugins=embed_plugins)
+    return cached_build(onnx_model_or_path, options, cache=cache, output_tree=output_tree, **build_options)
+
+
+def cached_build(onnx_model_or_path: _builder.OnnxSource, options: BuildOptions, *, cache: CacheOption = True,
+                 output_tree: dict[str, Any] | None = None, **build_options: Any) -> Engine:
+    """The engine of ``options`` from the cache in ``cache`` (True, False or a folder), built and stored on a miss.
+
+    ``build_options`` (``timing_cache``, ``progress``) are passed to the build and do not change the key.
+    """
     directory = resolve_cache_dir(cache)
-    build = _builder.plan_build(onnx_model_or_path, backend=backend, precision=precision, profiles=profiles,
-                                workspace=workspace, plugins=plugins, embed_plugins=embed_plugins,
-                                max_batch=max_batch)  # also raises early for impossible combinations
+    build = _builder.plan_build(onnx_model_or_path, options)  # also raises early for impossible combinations
     if directory is None:
         return _builder.build_from_plan(build, output_tree=output_tree, **build_options)
-    gpu_name, cc = _builder.current_gpu()
-    machine = machine_fingerprint(backend, build.api.version, gpu_name, cc, build.plan.library_sha256)
     store = EngineCache(directory)
-    path = store.path_for(*cache_keys(build.model, {**build.settings, "output_tree": output_tree}, machine))
+    path = store.path_for(*cache_keys(build.model, options, build.target, output_tree))
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -202,7 +196,7 @@ def cached_build_engine(onnx_model_or_path: _builder.OnnxSource, *, cache: Cache
                     directory, exc, ENV_DIR)
         return _builder.build_from_plan(build, output_tree=output_tree, **build_options)
     with store.locked(path) as unwritable:
-        engine = store.load(path, machine)
+        engine = store.load(path, build.target)
         if engine is not None:
             return engine
         if unwritable is not None:

@@ -51,10 +51,10 @@ from torchtrt_ext._files import same_file, save_onnx
 from torchtrt_ext._progress import ticking
 from torchtrt_ext.backend.adapter import BACKENDS
 from torchtrt_ext.backend.engine import is_engine_file
-from torchtrt_ext.backend.plugins import PLUGIN_MODES, recorded_ops
+from torchtrt_ext.backend.plugins import PLUGIN_MODES
 from torchtrt_ext.passes.precision import PRECISIONS
 from torchtrt_ext.doctor import report as doctor
-from torchtrt_ext.compile import run_passes
+from torchtrt_ext.passes import pipeline
 from torchtrt_ext.passes.onnx_util import read_onnx
 from torchtrt_ext.runtime import TRTModule
 from torchtrt_ext.validate import PRECISIONS as TOLERANCE_PRECISIONS
@@ -331,7 +331,7 @@ def cmd_export(args: argparse.Namespace) -> tuple[int, Any, str]:
     with ticking(f"exporting {args.model}", enabled=not args.quiet):
         onnx_model = torchtrt_ext.export_onnx(model, examples, exporter=args.exporter, opset=args.opset,
                                               dynamic_shapes={} if args.static else None)
-    onnx_model = run_passes(onnx_model, fuse=not args.no_fuse)
+    onnx_model = pipeline(onnx_model, fuse=not args.no_fuse)
     save_onnx(onnx_model, output)
     custom = _custom_nodes(onnx_model)
     props = {p.key: p.value for p in onnx_model.metadata_props}
@@ -363,7 +363,7 @@ def cmd_build(args: argparse.Namespace) -> tuple[int, Any, str]:
     onnx_path = _existing(args.onnx, "ONNX file")
     output = _output_path(args.output, onnx_path)
     profiles = _profiles(args)
-    model = run_passes(read_onnx(onnx_path), fuse=not args.no_fuse)
+    model = pipeline(read_onnx(onnx_path), fuse=not args.no_fuse)
     from torchtrt_ext.backend import build_engine
 
     started = time.monotonic()
@@ -383,7 +383,7 @@ def cmd_build(args: argparse.Namespace) -> tuple[int, Any, str]:
     data = {"output": str(args.output), "bytes": len(engine.plan), "seconds": seconds,
             "custom_nodes": _custom_nodes(model), **meta.to_json()}
     text = (f"wrote {args.output}: {len(engine.plan) / 1e6:.2f} MB, {meta.describe_target()}, precision "
-            f"{meta.build.get('precision')}, plugins {meta.plugin_mode}, {len(meta.profiles)} profile(s), {seconds} s")
+            f"{meta.options.precision}, plugins {meta.plugin_mode}, {len(meta.profiles)} profile(s), {seconds} s")
     return EXIT_OK, data, text
 
 
@@ -391,9 +391,9 @@ def _engine_table(meta: Any) -> str:
     from torchtrt_ext.validate import format_table
 
     lines = [f"engine for {meta.describe_target()}",
-             f"precision {meta.build.get('precision')}, plugins {meta.plugin_mode} {list(meta.plugins) or ''}".rstrip(),
+             f"precision {meta.options.precision}, plugins {meta.plugin_mode} {list(meta.plugins) or ''}".rstrip(),
              f"built by torchtrt_ext {meta.torchtrt_ext_version or '?'}"]
-    lines += [f"plugin {op.plugin.id} ({op.plugin.provider}): {op.route}" for op in recorded_ops(meta)]
+    lines += [f"plugin {op.plugin.id} ({op.plugin.provider}): {op.route}" for op in meta.plugin_plan.ops]
     if meta.plugins_embedded:
         lines.append("carries host code (embedded plugin library): running it needs --allow-engine-host-code")
     rows = [["input", t.name, t.dtype, "x".join(str(d) for d in t.shape)] for t in meta.inputs]

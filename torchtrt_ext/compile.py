@@ -1,7 +1,7 @@
 """``compile(model, example_inputs)``: export -> passes -> build (through the cache) -> ``TRTModule``.
 
-Only a composition of the public steps (``export_onnx``, ``passes``, ``cache.cached_build_engine``, ``TRTModule``);
-each step can be run alone.
+Only a composition of the public steps (``export_onnx``, ``passes.pipeline``, ``cache.cached_build``,
+``TRTModule``); each step can be run alone.
 """
 from __future__ import annotations
 
@@ -11,16 +11,16 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import onnx
 import torch
 
 from torchtrt_ext.backend.adapter import check_backend_name, install_hint, load_backend
 from torchtrt_ext.passes.precision import check_precision
 from torchtrt_ext.backend.profiles import DEFAULT_MAX_BATCH, ProfileSpec, profiles_from_example_shapes
-from torchtrt_ext.cache import CacheOption, cached_build_engine
+from torchtrt_ext.backend.options import BuildOptions
+from torchtrt_ext.cache import CacheOption, cached_build
 from torchtrt_ext.errors import InvalidInputError, MissingDependencyError, TorchTRTExtError, failure
 from torchtrt_ext.export import export_onnx
-from torchtrt_ext.passes.fuse_l2norm import fuse_l2norm_with_report
+from torchtrt_ext.passes import pipeline
 from torchtrt_ext.runtime import TRTModule, output_tree, require_gpu
 from torchtrt_ext.validate import validate as run_validation
 
@@ -70,15 +70,6 @@ def _model_device(model: torch.nn.Module) -> torch.device | None:
     for tensor in list(model.parameters()) + list(model.buffers()):
         return tensor.device
     return None
-
-
-def run_passes(model: onnx.ModelProto, fuse: bool) -> onnx.ModelProto:
-    """The fusion passes (L2 normalization patterns -> L2Norm) when ``fuse=True``; logs what they fused."""
-    if not fuse:
-        return model
-    fused, report = fuse_l2norm_with_report(model)
-    log.info("fusion: %s", report.summary())
-    return fused
 
 
 def compile(model: torch.nn.Module, example_inputs: Any, *, backend: str = "tensorrt", precision: str = "fp32",
@@ -136,14 +127,15 @@ def compile(model: torch.nn.Module, example_inputs: Any, *, backend: str = "tens
         eager = model(*inputs)
     tree = output_tree(eager)
     onnx_model = export_onnx(model, inputs, dynamic_shapes=dynamic_shapes, exporter=exporter)
-    onnx_model = run_passes(onnx_model, fuse)
+    onnx_model = pipeline(onnx_model, fuse=fuse)
     if profiles is None:
         names = [v.name for v in onnx_model.graph.input if v.name not in {i.name for i in onnx_model.graph.initializer}]
         profiles = profiles_from_example_shapes(dict(zip(names, (tuple(t.shape) for t in inputs))), dynamic_shapes,
                                                 max_batch=max_batch)
-    engine = cached_build_engine(onnx_model, cache=cache, backend=backend, precision=precision, profiles=profiles,
-                                 workspace=workspace, plugins=plugins, embed_plugins=embed_plugins, output_tree=tree,
-                                 max_batch=max_batch, timing_cache=timing_cache, progress=progress)
+    options = BuildOptions.of(backend=backend, precision=precision, profiles=profiles, max_batch=max_batch,
+                              workspace=workspace, plugins=plugins, embed_plugins=embed_plugins)
+    engine = cached_build(onnx_model, options, cache=cache, output_tree=tree, timing_cache=timing_cache,
+                          progress=progress)
     # The engine was built here or read from the user's own cache under the key of these settings, so host code is
     # allowed exactly when the caller asked for embedding (a cached file that carries host code nobody asked for is
     # refused); docs/deployment.md "Security" says when a cache folder is not the user's own.

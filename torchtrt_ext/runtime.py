@@ -325,7 +325,7 @@ class TRTModule(torch.nn.Module):
             return "engine=None"
         m = self.metadata
         return (f"inputs={m.input_names}, outputs={m.output_names}, profiles={len(m.profiles)}, "
-                f"precision={m.build.get('precision')}, target={m.describe_target()}")
+                f"precision={m.options.precision}, target={m.describe_target()}")
 
     # -- persistence
     def save(self, path: str | os.PathLike[str]) -> Path:

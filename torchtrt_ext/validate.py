@@ -37,7 +37,7 @@ import dataclasses
 import importlib
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -382,9 +382,9 @@ def _precision_of(compiled: Any, pairs: list[tuple[torch.Tensor, Any]]) -> str:
         if value in PRECISIONS:
             return str(value)
         metadata = getattr(holder, "metadata", None)
-        build = getattr(metadata, "build", None)
-        if isinstance(build, Mapping) and build.get("precision") in PRECISIONS:
-            return str(build["precision"])
+        asked = getattr(getattr(metadata, "options", None), "precision", None)  # BuildOptions.precision
+        if asked in PRECISIONS:
+            return str(asked)
     found = {_DTYPE_PRECISION.get(t.dtype) for ref, got in pairs for t in (ref, got) if isinstance(t, torch.Tensor)}
     return "bf16" if "bf16" in found else "fp16" if "fp16" in found else "fp32"
 

@@ -34,7 +34,7 @@ def test_conv_dynamic_batch_two_profiles_builds_a_real_engine(rtx: str, conv_onn
     assert [p["x"].max for p in meta.profiles] == [(4, 3, 8, 8), (16, 3, 8, 8)]
     assert meta.backend == "tensorrt_rtx" and meta.trt_version == load_backend(rtx).version
     assert meta.plugin_mode == "none" and meta.plugins == ()
-    assert meta.build["precision"] == "fp32"
+    assert meta.options.precision == "fp32"
     assert "[torchtrt_ext] Building engine" in capsys.readouterr().err  # IProgressMonitor lines
 
 
@@ -63,7 +63,7 @@ def test_auto_decomposes_on_rtx_when_the_plugin_library_is_not_built(rtx: str, l
 
 def test_fp16_build_keeps_the_normalization_in_fp32(rtx: str, l2norm_onnx: onnx.ModelProto) -> None:
     engine = build_engine(l2norm_onnx, backend=rtx, precision="fp16", plugins="decompose", progress=False)
-    assert engine.metadata.build["precision"] == "fp16"
+    assert engine.metadata.options.precision == "fp16"
     assert [t.dtype for t in engine.metadata.inputs + engine.metadata.outputs] == ["float32", "float32"]
 
 

@@ -57,7 +57,7 @@ def custom() -> onnx.ModelProto:
 def test_auto_prefers_the_cpp_library(cpp_library: Path, custom: onnx.ModelProto,
                                       caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="torchtrt_ext"):
-        plan = plugin_modes.resolve_plugin_mode("auto", FAKE_TRT, custom)
+        plan = plugin_modes.resolve_plugin_plan("auto", FAKE_TRT, custom)
     assert plan.mode == "cpp" and plan.library == cpp_library and plan.library_sha256 is not None
     assert [(op.plugin.name, op.plugin.version, op.plugin.namespace, op.route) for op in plan.ops] == [
         ("L2Norm", "1", "torchtrt_ext", "cpp")]
@@ -67,7 +67,7 @@ def test_auto_prefers_the_cpp_library(cpp_library: Path, custom: onnx.ModelProto
 def test_auto_falls_back_to_python_plugins(no_cpp_library: None, python_plugins: list[int],
                                            custom: onnx.ModelProto, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="torchtrt_ext"):
-        plan = plugin_modes.resolve_plugin_mode("auto", FAKE_TRT, custom)
+        plan = plugin_modes.resolve_plugin_plan("auto", FAKE_TRT, custom)
     assert plan.mode == "python" and python_plugins == [1]
     assert "C++ plugin library not built, using the Python plugins for L2Norm" in caplog.text
 
@@ -76,17 +76,17 @@ def test_auto_without_any_plugin_says_what_to_do(no_cpp_library: None, no_python
                                                  custom: onnx.ModelProto) -> None:
     with pytest.raises(BuildError, match=r"found no way to run L2Norm.*C\+\+: libtorchtrt_ext_plugins.so not found.*"
                                          r"Python: tensorrt.plugin needs TensorRT >= 10.6.*plugins='decompose'"):
-        plugin_modes.resolve_plugin_mode("auto", FAKE_TRT, custom)
+        plugin_modes.resolve_plugin_plan("auto", FAKE_TRT, custom)
 
 
 def test_explicit_modes(no_cpp_library: None, custom: onnx.ModelProto) -> None:
     with pytest.raises(LibraryNotFoundError):
-        plugin_modes.resolve_plugin_mode("cpp", FAKE_TRT, custom)
-    assert plugin_modes.resolve_plugin_mode("decompose", FAKE_TRT, custom).mode == "decompose"
+        plugin_modes.resolve_plugin_plan("cpp", FAKE_TRT, custom)
+    assert plugin_modes.resolve_plugin_plan("decompose", FAKE_TRT, custom).mode == "decompose"
 
 
 def test_no_custom_nodes_means_no_plugins(conv_onnx: onnx.ModelProto) -> None:
-    assert plugin_modes.resolve_plugin_mode("auto", FAKE_TRT, conv_onnx).mode == "none"
+    assert plugin_modes.resolve_plugin_plan("auto", FAKE_TRT, conv_onnx).mode == "none"
 
 
 def test_auto_without_the_cpp_library_registers_in_the_real_tensorrt_plugin(no_cpp_library: None,
@@ -99,7 +99,7 @@ def test_auto_without_the_cpp_library_registers_in_the_real_tensorrt_plugin(no_c
     plugin_modes._register_python_once.cache_clear()
     try:
         assert not trtp._lib.QDP_CREATORS  # nothing registered by an earlier test
-        plan = plugin_modes.resolve_plugin_mode("auto", FAKE_TRT, custom)
+        plan = plugin_modes.resolve_plugin_plan("auto", FAKE_TRT, custom)
         assert plan.mode == "python" and [(op.plugin.name, op.route) for op in plan.ops] == [("L2Norm", "python")]
         assert "torchtrt_ext::L2Norm" in trtp._lib.QDP_CREATORS
     finally:
@@ -154,7 +154,7 @@ plugins.load_plugins(api, first)
 print("REGISTERED", plugins.registered_plugin_mode(api, [SPEC.plugin_ref]))
 from tests.helpers import raw_custom_graph
 from tests.plugins import real_trtp
-print("AUTO", plugins.resolve_plugin_mode("auto", api, raw_custom_graph()).mode)
+print("AUTO", plugins.resolve_plugin_plan("auto", api, raw_custom_graph()).mode)
 try:
     plugins.load_plugins(api, second)
 except BuildError as exc:

@@ -75,9 +75,10 @@ def test_without_either_library_auto_decomposes_and_cpp_says_what_to_build(expor
 
 
 def test_the_doctor_names_the_route_auto_takes(cpp_library: Path) -> None:
-    assert plugins.auto_route(THEIRS, stand_in(True), "tensorrt")[0] == "tensorrt"
-    route, how = plugins.auto_route(THEIRS, stand_in(False), "tensorrt")
-    assert route == "cpp" and "torchtrt_ext::EfficientNMS_TRT:1" in how and str(cpp_library) in how
+    assert plugins.route(THEIRS, "auto", stand_in(True)) == OpPlan(THEIRS, "tensorrt")
+    planned = plugins.route(THEIRS, "auto", stand_in(False))
+    assert isinstance(planned, OpPlan) and planned.route == "cpp"
+    assert "torchtrt_ext::EfficientNMS_TRT:1" in planned.how and str(cpp_library) in planned.how
 
 
 def test_tensorrt_rtx_has_no_tensorrt_plugin_library() -> None:

@@ -177,7 +177,7 @@ def test_plugin_engine_for_every_declared_dtype_over_two_dynamic_profiles(rtx: s
     engine = build_engine(model, backend=rtx, plugins="cpp", profiles=list(CASES[op].profiles), progress=False)
     meta = engine.metadata
     assert meta.plugin_mode == "cpp" and meta.plugins == (f"{DOMAIN}::{op}:1",) and not meta.plugins_embedded
-    assert meta.plugin_library_sha256 is not None and len(meta.profiles) == 2
+    assert meta.target.plugin_library_sha256 is not None and len(meta.profiles) == 2
     first = next(iter(CASES[op].inputs))
     assert [p[first].max for p in meta.profiles] == [p[first][2] for p in CASES[op].profiles]
     assert {t.dtype for t in meta.inputs + meta.outputs if t.name not in CASES[op].int_outputs} == {str(dtype)[6:]}

@@ -14,6 +14,7 @@ import pytest
 
 from torchtrt_ext import cli
 from torchtrt_ext.backend.engine import Engine, EngineMetadata
+from torchtrt_ext.backend.options import BuildOptions, Target
 from torchtrt_ext.errors import BuildError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -72,7 +73,8 @@ def test_export_inspect_build_validate_bench(tmp_path: Path) -> None:
     done = _run("inspect", str(engine_path), "--json")
     assert done.returncode == 0, done.stderr
     meta = json.loads(done.stdout)
-    assert meta["kind"] == "engine" and meta["backend"] == "tensorrt_rtx" and meta["plugin_mode"] == "decompose"
+    assert meta["kind"] == "engine" and meta["target"]["backend"] == "tensorrt_rtx"
+    assert meta["plugin_plan"]["mode"] == "decompose"
     assert meta["profiles"][0]["x"]["max"] == [4, 3, 16, 16]
 
 
@@ -88,8 +90,9 @@ def test_build_on_rtx_with_the_cpp_plugins(tmp_path: Path, onnx_file: Path) -> N
     assert "plugins cpp" in done.stdout
     done = _run("inspect", str(engine_path), "--json")
     meta = json.loads(done.stdout)
-    assert meta["backend"] == "tensorrt_rtx" and meta["plugin_mode"] == "cpp"
-    assert meta["plugins"] == ["torchtrt_ext::L2Norm:1"]
+    assert meta["target"]["backend"] == "tensorrt_rtx" and meta["plugin_plan"]["mode"] == "cpp"
+    assert [(op["namespace"], op["op"], op["version"], op["route"]) for op in meta["plugin_plan"]["ops"]] == [
+        ("torchtrt_ext", "L2Norm", "1", "cpp")]
 
 
 def test_bad_input_exits_2_with_one_line_in_a_subprocess(tmp_path: Path) -> None:
@@ -174,7 +177,8 @@ def test_engine_without_gpu_exits_3(tmp_path: Path, capsys: pytest.CaptureFixtur
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    meta = EngineMetadata(inputs=(), outputs=(), profiles=(), build={}, backend="tensorrt", trt_version="10.13.0")
+    meta = EngineMetadata(inputs=(), outputs=(), profiles=(), options=BuildOptions(),
+                          target=Target("tensorrt", "10.13.0"))
     engine = Engine(b"stand-in plan", meta).save(tmp_path / "valid.engine")  # read, never deserialized here
     assert cli.main(["validate", MODEL, str(engine), "--json"]) == cli.EXIT_MISSING
     captured = capsys.readouterr()

@@ -129,7 +129,7 @@ def test_json_stdout_is_one_document_after_an_fp16_rtx_build(unfused_onnx: Path,
     done = _run("build", str(unfused_onnx), "-o", str(tmp_path / "h.engine"), "--backend", "tensorrt_rtx",
                 "--precision", "fp16", "--plugins", "decompose", "--json")
     assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads(done.stdout)["build"]["precision"] == "fp16", done.stdout[:500]
+    assert json.loads(done.stdout)["options"]["precision"] == "fp16", done.stdout[:500]
 
 
 def test_json_keeps_native_stdout_writes_off_stdout() -> None:

@@ -2,6 +2,7 @@
 that binding, decomposes, is planned per op next to our own ops, and is recorded per op in the engine metadata."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import onnx
@@ -14,6 +15,7 @@ from tests.helpers import ConvL2Norm, node_attrs, rel_err, run_onnx, stand_in_te
 from torchtrt_ext.backend import plugins
 from torchtrt_ext.backend.adapter import TRTApi, load_backend
 from torchtrt_ext.backend.engine import Engine, EngineMetadata
+from torchtrt_ext.backend.options import BuildOptions, Target
 from torchtrt_ext.backend.plugin_plan import OpPlan
 from torchtrt_ext.errors import BuildError, LibraryNotFoundError
 from torchtrt_ext.ops import PROVIDER_OURS, PROVIDER_TENSORRT, Decomposer, OpSpec, PluginRef, define_op
@@ -104,7 +106,7 @@ def test_recorded_per_op_in_a_real_engine(rtx: str, exported: onnx.ModelProto, t
         ours = "decompose"
     engine = torchtrt_ext.build_engine(exported, backend=rtx, progress=False)
     path = engine.save(tmp_path / "both.engine")
-    ops = {op.op_type: op for op in Engine.load(path).metadata.plugin_ops}
+    ops = {op.op_type: op for op in Engine.load(path).metadata.plugin_plan.ops}
     assert ops["TestRelu_TRT"] == OpPlan(PluginRef("TestRelu_TRT", "1", "", PROVIDER_TENSORRT), "decompose")
     assert ops["L2Norm"] == OpPlan(PluginRef("L2Norm", "1", "torchtrt_ext", PROVIDER_OURS), ours)
     table = cli._engine_table(Engine.load(path).metadata)  # what torchtrt-ext inspect prints for the engine
@@ -113,20 +115,13 @@ def test_recorded_per_op_in_a_real_engine(rtx: str, exported: onnx.ModelProto, t
 
 def test_the_metadata_record_is_read_back_by_one_function(exported: onnx.ModelProto, cpp_library: Path) -> None:
     plan = plugins.resolve_plugin_plan("auto", _stand_in_tensorrt(True), exported)
-    metadata = EngineMetadata(inputs=(), outputs=(), profiles=(), build={}, backend="tensorrt", trt_version="10.13.0",
-                              plugins=plan.plugin_ids, plugin_mode=plan.mode, plugin_ops=plan.ops,
-                              plugin_library_sha256=plan.library_sha256)
+    metadata = EngineMetadata(inputs=(), outputs=(), profiles=(), options=BuildOptions(),
+                              target=Target("tensorrt", "10.13.0", plugin_library_sha256=plan.library_sha256),
+                              plugin_plan=dataclasses.replace(plan, library=None, library_sha256=None))
     again = EngineMetadata.from_json(metadata.to_json())
-    assert again.plugin_ops == plan.ops
+    assert again.plugin_plan.ops == plan.ops and again.plugins == plan.plugin_ids and again.plugin_mode == plan.mode
     read = plugins.plan_from_metadata(again)
     assert read.ops == plan.ops and read.library == cpp_library and read.library_sha256 == plan.library_sha256
-
-
-def test_an_engine_from_before_the_per_op_record_reads_as_one_route(cpp_library: Path) -> None:
-    metadata = EngineMetadata(inputs=(), outputs=(), profiles=(), build={}, backend="tensorrt", trt_version="10.13.0",
-                              plugins=("torchtrt_ext::L2Norm:1",), plugin_mode="cpp")
-    assert plugins.recorded_ops(metadata) == (OpPlan(PluginRef("L2Norm", "1", "torchtrt_ext"), "cpp"),)
-    assert plugins.plan_from_metadata(metadata).library == cpp_library
 
 
 def test_tensorrt_rtx_real_registry_is_asked_per_plugin(rtx: str) -> None:

@@ -13,7 +13,7 @@ from onnx import helper
 
 import torchtrt_ext
 from torchtrt_ext.ops import efficient_nms
-from torchtrt_ext.passes.nms_patterns import find_nms_patterns
+from torchtrt_ext.doctor.nms_patterns import find_nms_patterns
 from torchtrt_ext.doctor import report
 
 

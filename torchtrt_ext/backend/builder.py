@@ -2,8 +2,8 @@
 
 The steps compose, each a small function (in the manner of Polygraphy's loaders):
 
-1. ``plan_build``: load the backend and the model, resolve the plugin plan (raising before any parsing when it cannot
-   work), the profiles and the settings: everything the engine cache keys on, cheap;
+1. ``plan_build``: from the model and one ``BuildOptions`` value, load the backend, resolve the plugin plan (raising
+   before any parsing when it cannot work), complete the profiles and work out the ``Target``: cheap;
 2. ``graph_for_build``: precision transform -> decompose / complete inputs as planned;
 3. ``network_from_onnx``: load the planned plugins and parse (the doctor reuses this step);
 4. ``configure``: workspace, CUDA-graph capture flags, profiles, timing cache, progress, embedded plugins;
@@ -26,9 +26,11 @@ from typing import TYPE_CHECKING, Any, Union
 import onnx
 import torch
 
+from torchtrt_ext import _version
 from torchtrt_ext.backend.adapter import TRTApi, load_backend
 from torchtrt_ext._files import atomic_write
 from torchtrt_ext.backend.engine import TRT_DTYPE_NAMES, Engine, EngineMetadata, TensorInfo
+from torchtrt_ext.backend.options import BuildOptions, Target
 from torchtrt_ext.backend.plugin_plan import PluginPlan
 from torchtrt_ext.backend.plugins import load_plugins, prepare_graph, resolve_plugin_plan
 from torchtrt_ext.passes.precision import PrecisionResult, apply_precision, check_precision
@@ -37,7 +39,6 @@ from torchtrt_ext.backend.profiles import (
     GraphShape,
     Profile,
     ProfileSpec,
-    normalize_profiles,
     profiles_for_graph,
 )
 from torchtrt_ext.errors import BuildError, InvalidInputError, OnnxParseError, failure
@@ -100,55 +101,44 @@ def default_workspace() -> int:
     return DEFAULT_WORKSPACE
 
 
-def build_settings(*, backend: str, precision: str, workspace: int | None, plugins: str, embed_plugins: bool,
-                   profiles: Sequence[Profile], max_batch: int) -> dict[str, Any]:
-    """The settings recorded in the metadata and hashed into the cache key (JSON-able, deterministic)."""
-    return {"backend": backend, "precision": precision, "workspace": workspace, "plugins": plugins,
-            "embed_plugins": embed_plugins, "profiles": [p.to_json() for p in profiles], "max_batch": max_batch}
-
-
 @dataclasses.dataclass(frozen=True)
 class BuildPlan:
-    """What a build will do, decided before any graph work: the engine cache keys on ``settings`` and ``plan``."""
+    """What a build will do, decided before any graph work: the model, the ``BuildOptions`` asked for, the plugin
+    plan, the profiles completed for the graph, and the ``Target`` (the engine cache keys on options and target)."""
 
     api: TRTApi
     model: onnx.ModelProto
+    options: BuildOptions
     plan: PluginPlan
-    precision: str
     profiles: tuple[Profile, ...]
-    workspace: int | None
-    embed_plugins: bool
-    settings: dict[str, Any]
+    target: Target
 
 
-def plan_build(onnx_model_or_path: OnnxSource, *, backend: str = "tensorrt", precision: str = "fp32",
-               profiles: ProfileSpec | Sequence[ProfileSpec] | None = None, workspace: int | None = None,
-               plugins: str = "auto", embed_plugins: bool = False, max_batch: int = DEFAULT_MAX_BATCH) -> BuildPlan:
-    """Step 1: the backend, the model, the plugin plan (resolved once, per op), the profiles and the settings.
-
-    Arguments as ``build_engine``. Raises for impossible combinations before any parsing.
-    """
-    api = load_backend(backend)
+def plan_build(onnx_model_or_path: OnnxSource, options: BuildOptions) -> BuildPlan:
+    """Step 1: the backend, the model, the plugin plan (resolved once, per op), the profiles and the ``Target``: the
+    one place that works out the GPU and TensorRT facts. Raises for impossible combinations before any parsing."""
+    api = load_backend(options.backend)
     model = load_onnx(onnx_model_or_path)
-    check_precision(precision)
-    plan = resolve_plugin_plan(plugins, api, model)  # raises before any parsing when the plan cannot work
-    if embed_plugins and not (plan.mode == "cpp" and api.can_embed_plugins()):
+    check_precision(options.precision)
+    plan = resolve_plugin_plan(options.plugins, api, model)  # raises before any parsing when the plan cannot work
+    if options.embed_plugins and not (plan.mode == "cpp" and api.can_embed_plugins()):
         raise InvalidInputError(failure(
             f"embed_plugins=True with plugin mode {plan.mode!r} on {api.name}",
             "the C++ plugin library (plugins='cpp' or 'auto' with the library built) on a TensorRT with "
             "IBuilderConfig.plugins_to_serialize",
             "drop embed_plugins, or build the plugin library and pass plugins='cpp'"))
     # graph inputs keep their names and exported types through precision and decomposition
-    full_profiles = profiles_for_graph(graph_inputs(model), normalize_profiles(profiles), max_batch=max_batch)
-    settings = build_settings(backend=backend, precision=precision, workspace=workspace, plugins=plan.mode,
-                              embed_plugins=embed_plugins, profiles=full_profiles, max_batch=max_batch)
-    return BuildPlan(api, model, plan, precision, tuple(full_profiles), workspace, embed_plugins, settings)
+    full_profiles = profiles_for_graph(graph_inputs(model), list(options.profiles) or None,
+                                       max_batch=options.max_batch)
+    gpu_name, cc = current_gpu()
+    target = Target(api.name, api.version, gpu_name, cc, plan.library_sha256)
+    return BuildPlan(api, model, options, plan, tuple(full_profiles), target)
 
 
 def graph_for_build(build: BuildPlan) -> PrecisionResult:
     """Step 2: the graph TensorRT parses: typed for the precision, then decomposed / completed as planned."""
     # precision first: custom nodes are opaque to it and keep FP32 math, also once decomposed
-    typed = apply_precision(build.model, build.precision)
+    typed = apply_precision(build.model, build.options.precision)
     typed = dataclasses.replace(typed, model=prepare_graph(typed.model, build.plan))
     return typed
 
@@ -173,18 +163,15 @@ def _engine_of(build: BuildPlan, *, timing_cache: str | os.PathLike[str] | None,
     records: list[tuple[str, str]] = []
     logger = api.make_logger(records)
     builder, network = network_from_onnx(api, typed.model, plan, logger, records)
-    config = configure(api, builder, network, build.profiles, plan, workspace=build.workspace,
-                       timing_cache=timing_cache, progress=progress, embed=build.embed_plugins)
+    config = configure(builder, network, build, timing_cache=timing_cache, progress=progress)
     plan_bytes = engine_from_network(api, builder, network, config, records, timing_cache=timing_cache)
     inputs = tuple(_info(network.get_input(i)) for i in range(network.num_inputs))
     outputs = tuple(_info(network.get_output(i)) for i in range(network.num_outputs))
-    gpu_name, cc = current_gpu()
-    from torchtrt_ext import __version__ as ours
     metadata = EngineMetadata(
-        inputs=inputs, outputs=outputs, profiles=build.profiles, build=build.settings, backend=api.name,
-        trt_version=api.version, gpu_name=gpu_name, compute_capability=cc, plugins=plan.plugin_ids,
-        plugin_mode=plan.mode, plugin_ops=plan.ops, plugin_library_sha256=plan.library_sha256,
-        plugins_embedded=build.embed_plugins, output_tree=output_tree, torchtrt_ext_version=ours)
+        inputs=inputs, outputs=outputs, profiles=build.profiles, options=build.options, target=build.target,
+        plugin_plan=dataclasses.replace(plan, library=None, library_sha256=None),  # the hash is in the target
+        plugins_embedded=build.options.embed_plugins, output_tree=output_tree,
+        torchtrt_ext_version=_version.__version__)
     return Engine(plan_bytes, metadata)
 
 
@@ -208,9 +195,10 @@ def build_engine(onnx_model_or_path: OnnxSource, *, backend: str = "tensorrt", p
         output_tree: structure of the original model's outputs, recorded for ``TRTModule``. Default None (flat).
         max_batch: upper batch bound of the default profile. Default 32.
     """
-    build = plan_build(onnx_model_or_path, backend=backend, precision=precision, profiles=profiles,
-                       workspace=workspace, plugins=plugins, embed_plugins=embed_plugins, max_batch=max_batch)
-    return build_from_plan(build, timing_cache=timing_cache, progress=progress, output_tree=output_tree)
+    options = BuildOptions.of(backend=backend, precision=precision, profiles=profiles, max_batch=max_batch,
+                              workspace=workspace, plugins=plugins, embed_plugins=embed_plugins)
+    return build_from_plan(plan_build(onnx_model_or_path, options), timing_cache=timing_cache, progress=progress,
+                           output_tree=output_tree)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -266,19 +254,19 @@ def network_from_onnx(api: TRTApi, model: onnx.ModelProto, plan: PluginPlan, log
                          remedy=remedy, nodes=tuple(errors))
 
 
-def configure(api: TRTApi, builder: trt_t.Builder, network: trt_t.INetworkDefinition, profiles: Sequence[Profile],
-              plan: PluginPlan, *, workspace: int | None, timing_cache: str | os.PathLike[str] | None, progress: bool,
-              embed: bool) -> trt_t.IBuilderConfig:
-    """Step 4: the builder config: workspace, the flags that let the engine be captured in CUDA graphs, profiles,
-    timing cache, progress monitor, the plugin library to embed."""
-    trt = api.trt
+def configure(builder: trt_t.Builder, network: trt_t.INetworkDefinition, build: BuildPlan, *,
+              timing_cache: str | os.PathLike[str] | None, progress: bool) -> trt_t.IBuilderConfig:
+    """Step 4: the builder config of ``build``: workspace, the flags that let the engine be captured in CUDA graphs,
+    profiles, timing cache, progress monitor, the plugin library to embed."""
+    api, trt = build.api, build.api.trt
+    workspace = build.options.workspace
     config: trt_t.IBuilderConfig = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace or default_workspace())
     for flag in api.capture_flags():  # any engine may later run with cuda_graphs=True
         config.set_flag(flag)
 
     names = {network.get_input(i).name for i in range(network.num_inputs)}
-    for profile in profiles:
+    for profile in build.profiles:
         opt_profile: trt_t.IOptimizationProfile = builder.create_optimization_profile()
         for name, shape_range in profile.items():
             if name in names:
@@ -293,9 +281,9 @@ def configure(api: TRTApi, builder: trt_t.Builder, network: trt_t.INetworkDefini
     monitor = api.make_progress_monitor() if progress else None
     if monitor is not None:
         config.progress_monitor = monitor
-    if embed:
-        assert plan.library is not None
-        api.set_plugins_to_serialize(config, [str(plan.library)])
+    if build.options.embed_plugins:
+        assert build.plan.library is not None
+        api.set_plugins_to_serialize(config, [str(build.plan.library)])
     return config
 
 

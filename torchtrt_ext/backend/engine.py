@@ -20,14 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from torchtrt_ext._files import atomic_write
-from torchtrt_ext.backend.plugin_plan import OpPlan
+from torchtrt_ext.backend.options import BuildOptions, Target
+from torchtrt_ext.backend.plugin_plan import PluginPlan
 from torchtrt_ext.backend.profiles import Profile
 from torchtrt_ext.errors import CorruptEngineError, EngineCompatibilityError, InvalidInputError, failure
 
 MAGIC = b"TTXENG01"
 _HEADER = struct.Struct("<8sQQ")
 _DIGEST = 32
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: options, target and plugin_plan, in place of build settings and flat target and plugin facts
 
 # TensorRT DataType member name -> torch dtype name (the metadata stores torch names)
 TRT_DTYPE_NAMES = {"FLOAT": "float32", "HALF": "float16", "BF16": "bfloat16", "INT8": "int8", "INT32": "int32",
@@ -53,20 +54,15 @@ class TensorInfo:
 
 @dataclasses.dataclass(frozen=True)
 class EngineMetadata:
-    """Everything about an engine except the plan. ``build`` holds the build settings (backend, precision, ...)."""
+    """Everything about an engine except the plan: its tensors and profiles, the ``BuildOptions`` it was built with,
+    the ``Target`` it was built for, and how its custom ops reach TensorRT."""
 
     inputs: tuple[TensorInfo, ...]
     outputs: tuple[TensorInfo, ...]
     profiles: tuple[Profile, ...]
-    build: Mapping[str, Any]
-    backend: str
-    trt_version: str
-    gpu_name: str | None = None
-    compute_capability: str | None = None  # "8.9"; None when built without a GPU (TensorRT-RTX on a CPU machine)
-    plugins: tuple[str, ...] = ()  # "torchtrt_ext::L2Norm:1" for each plugin op the engine needs at run time
-    plugin_mode: str = "none"  # "cpp", "python", "decompose", "tensorrt" or "none" (PluginPlan.mode)
-    plugin_ops: tuple[OpPlan, ...] = ()  # per custom op: its plugin binding and route (backend.plugin_plan)
-    plugin_library_sha256: str | None = None
+    options: BuildOptions
+    target: Target
+    plugin_plan: PluginPlan = PluginPlan("none")  # per custom op: its plugin binding and route (no library path)
     plugins_embedded: bool = False
     output_tree: Mapping[str, Any] | None = None  # structure of the original model's outputs (runtime.output_tree)
     torchtrt_ext_version: str = ""
@@ -79,6 +75,36 @@ class EngineMetadata:
     def output_names(self) -> list[str]:
         return [t.name for t in self.outputs]
 
+    @property
+    def plugin_mode(self) -> str:
+        """The plugin plan's mode: "cpp", "python", "decompose", "tensorrt" or "none" (``PluginPlan.mode``)."""
+        return self.plugin_plan.mode
+
+    @property
+    def plugins(self) -> tuple[str, ...]:
+        """``<namespace>::<name>:<version>`` of each plugin the engine needs at run time (``PluginPlan.plugin_ids``)."""
+        return self.plugin_plan.plugin_ids
+
+    @property
+    def backend(self) -> str:
+        """The target's backend ("tensorrt" or "tensorrt_rtx")."""
+        return self.target.backend
+
+    @property
+    def trt_version(self) -> str:
+        """The target's TensorRT (or TensorRT-RTX) version."""
+        return self.target.trt_version
+
+    @property
+    def gpu_name(self) -> str | None:
+        """The target's GPU, None when built without one."""
+        return self.target.gpu_name
+
+    @property
+    def compute_capability(self) -> str | None:
+        """The target's compute capability ("8.9"), None when built without a GPU."""
+        return self.target.compute_capability
+
     def describe_target(self) -> str:
         gpu = (f"{self.gpu_name} (compute capability {self.compute_capability})" if self.compute_capability
                else "no particular GPU (built on a machine without one)")
@@ -90,15 +116,9 @@ class EngineMetadata:
             "inputs": [t.to_json() for t in self.inputs],
             "outputs": [t.to_json() for t in self.outputs],
             "profiles": [p.to_json() for p in self.profiles],
-            "build": dict(self.build),
-            "backend": self.backend,
-            "trt_version": self.trt_version,
-            "gpu_name": self.gpu_name,
-            "compute_capability": self.compute_capability,
-            "plugins": list(self.plugins),
-            "plugin_mode": self.plugin_mode,
-            "plugin_ops": [op.to_json() for op in self.plugin_ops],
-            "plugin_library_sha256": self.plugin_library_sha256,
+            "options": self.options.to_json(),
+            "target": self.target.to_json(),
+            "plugin_plan": self.plugin_plan.to_json(),
             "plugins_embedded": self.plugins_embedded,
             "output_tree": self.output_tree,
             "torchtrt_ext_version": self.torchtrt_ext_version,
@@ -114,15 +134,9 @@ class EngineMetadata:
             inputs=tuple(TensorInfo.from_json(t) for t in data["inputs"]),
             outputs=tuple(TensorInfo.from_json(t) for t in data["outputs"]),
             profiles=tuple(Profile.from_json(p) for p in data["profiles"]),
-            build=dict(data["build"]),
-            backend=str(data["backend"]),
-            trt_version=str(data["trt_version"]),
-            gpu_name=data.get("gpu_name"),
-            compute_capability=data.get("compute_capability"),
-            plugins=tuple(data.get("plugins", ())),
-            plugin_mode=str(data.get("plugin_mode", "none")),
-            plugin_ops=tuple(OpPlan.from_json(op) for op in data.get("plugin_ops", ())),
-            plugin_library_sha256=data.get("plugin_library_sha256"),
+            options=BuildOptions.from_json(data["options"]),
+            target=Target.from_json(data["target"]),
+            plugin_plan=PluginPlan.from_json(data["plugin_plan"]),
             plugins_embedded=bool(data.get("plugins_embedded", False)),
             output_tree=data.get("output_tree"),
             torchtrt_ext_version=str(data.get("torchtrt_ext_version", "")),

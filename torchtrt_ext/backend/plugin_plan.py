@@ -2,8 +2,9 @@
 
 Routes: ``"cpp"`` (libtorchtrt_ext_plugins.so), ``"python"`` (our ``tensorrt.plugin`` plugins), ``"tensorrt"``
 (TensorRT's own plugin library, for ops bound to a plugin TensorRT provides) and ``"decompose"`` (standard ONNX ops,
-no plugin). ``backend.plugins.resolve_plugin_plan`` decides it once per build; the engine metadata records it per op
-and ``backend.plugins.plan_from_metadata`` reads it back, for the runtime and for ``torchtrt-ext inspect``.
+no plugin). ``backend.plugins.route`` decides each op's (``OpPlan``, or ``Unserved`` with the reason), for the build
+and the doctor alike; ``backend.plugins.resolve_plugin_plan`` gathers them once per build; the engine metadata records
+the plan (``EngineMetadata.plugin_plan``) and ``backend.plugins.plan_from_metadata`` reads it back, for the runtime.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from torchtrt_ext.errors import TorchTRTExtError
 from torchtrt_ext.ops.spec import PluginRef
 
 ROUTES = ("cpp", "python", "tensorrt", "decompose")
@@ -19,10 +21,12 @@ ROUTES = ("cpp", "python", "tensorrt", "decompose")
 
 @dataclasses.dataclass(frozen=True)
 class OpPlan:
-    """How one custom op reaches TensorRT: its plugin binding and its route (one of ``ROUTES``)."""
+    """How one custom op reaches TensorRT: its plugin binding and its route (one of ``ROUTES``). ``how`` says what
+    serves it, or for a decomposition why no plugin does (the doctor's line; not recorded, not compared)."""
 
     plugin: PluginRef
     route: str
+    how: str = dataclasses.field(default="", compare=False)
 
     @property
     def op_type(self) -> str:
@@ -43,12 +47,23 @@ class OpPlan:
 
 
 @dataclasses.dataclass(frozen=True)
+class Unserved:
+    """No route serves ``plugin`` as asked: ``reason`` says why (what the doctor reports) and ``error`` is what a build
+    raises (not compared)."""
+
+    plugin: PluginRef
+    reason: str
+    error: TorchTRTExtError = dataclasses.field(compare=False)
+
+
+@dataclasses.dataclass(frozen=True)
 class PluginPlan:
     """What a build does about custom nodes.
 
     ``ops``: one ``OpPlan`` per distinct custom op. ``mode`` sums it up as the ``plugins=`` setting recorded in the
     metadata: the route of our own ops ("cpp", "python" or "decompose"), else that of TensorRT-provided ones, else
-    "none" (no custom nodes). ``library`` and ``library_sha256``: the C++ plugin library when some op takes it.
+    "none" (no custom nodes). ``library`` and ``library_sha256``: the C++ plugin library when some op takes it (not
+    recorded in the engine metadata: the path is the build machine's, the hash is in the engine's ``Target``).
     """
 
     mode: str
@@ -69,3 +84,12 @@ class PluginPlan:
     def plugin_ids(self) -> tuple[str, ...]:
         """``<namespace>::<name>:<version>`` of every plugin the engine needs at run time, sorted."""
         return tuple(sorted({op.plugin.id for op in self.ops if op.route != "decompose"}))
+
+    def to_json(self) -> dict[str, Any]:
+        """The metadata record: the mode and the per-op plans (not the library, see above)."""
+        return {"mode": self.mode, "ops": [op.to_json() for op in self.ops]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PluginPlan:
+        """The inverse of ``to_json``."""
+        return cls(str(data["mode"]), ops=tuple(OpPlan.from_json(op) for op in data["ops"]))

@@ -1,4 +1,5 @@
-"""How custom nodes reach TensorRT: one plan per op (``backend.plugin_plan``), resolved once per build.
+"""How custom nodes reach TensorRT: one routing policy per op (``route``), which the build gathers into a plan once
+per build (``resolve_plugin_plan``) and the doctor reports node by node.
 
 Each op is bound to its plugin by its definition (``OpSpec.plugin``: name, version, namespace, provider). ``plugins=``
 picks the route of our own ops:
@@ -19,6 +20,7 @@ with that backend ``"python"`` raises before the parser sees the graph.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import logging
@@ -31,7 +33,7 @@ import onnx
 from torchtrt_ext import _native
 from torchtrt_ext.backend.adapter import TRTApi
 from torchtrt_ext.backend.engine import EngineMetadata
-from torchtrt_ext.backend.plugin_plan import OpPlan, PluginPlan
+from torchtrt_ext.backend.plugin_plan import OpPlan, PluginPlan, Unserved
 from torchtrt_ext.backend.python_plugins import register_python_plugins
 from torchtrt_ext.errors import (
     BuildError,
@@ -49,22 +51,19 @@ log = logging.getLogger("torchtrt_ext.backend")
 PLUGIN_MODES = ("auto", "cpp", "python", "decompose")
 
 
+def plugin_ref(node: onnx.NodeProto) -> PluginRef:
+    """The plugin binding of one torchtrt_ext node: name, version and namespace from the node, the provider from the
+    op's definition (ours when the op is not defined in this process)."""
+    op = registered_ops().get(node.op_type)
+    provider = op.spec.plugin_ref.provider if op is not None else PROVIDER_OURS
+    return PluginRef(node.op_type, node_attr(node, "plugin_version", "1"), node_attr(node, "plugin_namespace", DOMAIN),
+                     provider)
+
+
 def plugin_refs(model: onnx.ModelProto) -> tuple[PluginRef, ...]:
-    """The plugin binding of each distinct torchtrt_ext op in ``model``, sorted: name, version and namespace from the
-    node, the provider from the op's definition (ours when the op is not defined in this process)."""
-    specs = {op.spec.name: op.spec for op in registered_ops().values()}
-    refs = set()
-    for node in custom_nodes(model):
-        spec = specs.get(node.op_type)
-        provider = spec.plugin_ref.provider if spec is not None else PROVIDER_OURS
-        refs.add(PluginRef(node.op_type, node_attr(node, "plugin_version", "1"),
-                           node_attr(node, "plugin_namespace", DOMAIN), provider))
+    """The plugin binding (``plugin_ref``) of each distinct torchtrt_ext op in ``model``, sorted."""
+    refs = {plugin_ref(node) for node in custom_nodes(model)}
     return tuple(sorted(refs, key=lambda r: (r.name, r.version, r.namespace, r.provider)))
-
-
-def plugin_ops(model: onnx.ModelProto) -> tuple[tuple[str, str, str], ...]:
-    """(op_type, plugin_version, plugin_namespace) for each distinct custom op in the model, sorted."""
-    return tuple((r.name, r.version, r.namespace) for r in plugin_refs(model))
 
 
 def _names(refs: tuple[PluginRef, ...]) -> str:
@@ -73,8 +72,7 @@ def _names(refs: tuple[PluginRef, ...]) -> str:
 
 def _our_plugins() -> tuple[str, Path | None, str]:
     """What serves our own ops where plugins are possible: ("cpp", library, how) when the C++ library is built, else
-    ("python", None, how) once the Python plugins are registered; BuildError-worthy reasons raised as
-    ``_NoPlugins``."""
+    ("python", None, how) once the Python plugins are registered; raises ``_NoPlugins`` with both reasons."""
     try:
         library = _native.plugin_library_path()
     except LibraryNotFoundError as cpp_error:
@@ -94,69 +92,97 @@ class _NoPlugins(Exception):
         self.cpp_error, self.py_error = cpp_error, py_error
 
 
-def auto_route(ref: PluginRef, api: TRTApi | None, backend: str) -> tuple[str | None, str]:
-    """The plugin route ``plugins="auto"`` gives the op ``ref`` on ``backend`` (``api``: its loaded TensorRT, None
-    where it is not installed): (route, how), or (None, why no plugin serves it). What the doctor reports."""
-    if ref.provider == PROVIDER_TENSORRT:
-        if api is not None and _served_by_tensorrt(api, ref):
-            return "tensorrt", f"TensorRT's own plugin library ({api.name} {api.version})"
-        fallback = fallback_plugin(ref)
-        missing = f"plugin {ref.id} of TensorRT's own plugin library, which {backend} does not register here"
-        if fallback is None:
-            return None, missing
+def _check_mode(requested: str) -> None:
+    if requested not in PLUGIN_MODES:
+        raise InvalidInputError(failure(f"plugins={requested!r} is not a plugin mode", f"one of {PLUGIN_MODES}",
+                                        "pass plugins='auto'"))
+
+
+def route(op: PluginRef, requested: str, api: TRTApi | None, backend: str | None = None) -> OpPlan | Unserved:
+    """The one plugin routing policy: how the op ``op`` reaches TensorRT for ``plugins=requested`` on ``api``, or
+    why nothing serves it. The build (``resolve_plugin_plan``) and the doctor both ask this.
+
+    ``api``: the loaded backend; None where it is not installed (the doctor), ``backend`` then names it. May register
+    the Python plugins (a route that takes them must know they work).
+    """
+    _check_mode(requested)
+    name = api.name if api is not None else str(backend)
+    if requested == "decompose":
+        return OpPlan(op, "decompose", "plugins='decompose'")
+    if op.provider == PROVIDER_TENSORRT:
+        return _route_tensorrts(op, requested, api, name)
+    if requested == "cpp":
+        try:
+            library = _native.plugin_library_path()
+        except LibraryNotFoundError as exc:  # carries the build remedy
+            return Unserved(op, str(exc), exc)
+        return OpPlan(op, "cpp", f"C++ plugin library {library}")
+    if requested == "python":
+        try:
+            _register_python_once()  # raises with the reason when unavailable (no tensorrt.plugin, ...)
+        except TorchTRTExtError as exc:
+            return Unserved(op, str(exc), exc)
+        return OpPlan(op, "python", "Python plugins (tensorrt.plugin)")
+    if not (api.supports_python_plugins if api is not None else name != "tensorrt_rtx"):  # auto on RTX: C++ or none
         try:
             library = _native.plugin_library_path()
         except LibraryNotFoundError as exc:
-            return None, f"{missing}, or our C++ plugin library ({exc.remedy or exc})"
-        return "cpp", f"our C++ plugin {fallback.id} in {library} ({missing})"
-    if backend == "tensorrt_rtx":
-        try:
-            return "cpp", f"C++ plugin library {_native.plugin_library_path()}"
-        except LibraryNotFoundError as exc:
-            return None, (f"build the C++ plugin library ({exc.remedy or exc}); TensorRT-RTX does not take the "
-                          "Python plugins (it imports IPluginCreatorV3One creators only)")
-    try:
-        route, _, how = _our_plugins()
-    except _NoPlugins as exc:
-        return None, (f"build the C++ plugin library ({exc.cpp_error.remedy or exc.cpp_error}), or install "
-                      f"TensorRT >= 10.6 for the Python plugins ({exc.py_error.what})")
-    return route, how
-
-
-def _our_route(requested: str, api: TRTApi, refs: tuple[PluginRef, ...]) -> tuple[str, Path | None]:
-    """(route, C++ library or None) of our own ops for ``requested`` on a plugin-capable ``api``."""
-    if requested == "decompose":
-        return "decompose", None
-    if requested == "cpp":
-        return "cpp", _native.plugin_library_path()  # LibraryNotFoundError carries the build remedy
-    if requested == "python":
-        _register_python_once()  # raises with the reason when unavailable (no tensorrt.plugin, ...)
-        return "python", None
-    if not api.supports_python_plugins:  # auto on TensorRT-RTX: C++ or nothing
-        try:
-            cpp_library = _native.plugin_library_path()
-        except LibraryNotFoundError as exc:
-            log.info("plugins='auto' on %s: C++ plugin library not built, using 'decompose' for %s (%s)", api.name,
-                     _names(refs), exc)
-            return "decompose", None
-        log.info("plugins='auto': using the C++ plugin library %s for %s", cpp_library, _names(refs))
-        return "cpp", cpp_library
-    if registered_plugin_mode(api, refs) == "python":
+            log.info("plugins='auto' on %s: C++ plugin library not built, using 'decompose' for %s (%s)", name,
+                     op.name, exc)
+            return OpPlan(op, "decompose", f"build the C++ plugin library ({exc.remedy or exc}); TensorRT-RTX does "
+                          "not take the Python plugins (it imports IPluginCreatorV3One creators only)")
+        log.info("plugins='auto': using the C++ plugin library %s for %s", library, op.name)
+        return OpPlan(op, "cpp", f"C++ plugin library {library}")
+    if api is not None and registered_plugin_mode(api, [op]) == "python":
         log.info("plugins='auto': the Python plugins are registered in this process already; using them for %s",
-                 _names(refs))
-        return "python", None
+                 op.name)
+        return OpPlan(op, "python", "Python plugins (tensorrt.plugin), registered in this process already")
     try:
-        route, library, _ = _our_plugins()
+        taken, ours, how = _our_plugins()
     except _NoPlugins as exc:
-        raise BuildError(failure(
-            f"plugins='auto' found no way to run {_names(refs)} on {api.name}: {exc}",
-            "the C++ plugin library or the Python plugins",
-            "build the plugin library (pip install -e . with TensorRT headers), or pass plugins='decompose'")) from None
-    if route == "cpp":
-        log.info("plugins='auto': using the C++ plugin library %s for %s", library, _names(refs))
+        return Unserved(op, f"build the C++ plugin library ({exc.cpp_error.remedy or exc.cpp_error}), or install "
+                            f"TensorRT >= 10.6 for the Python plugins ({exc.py_error.what})", BuildError(failure(
+                                f"plugins='auto' found no way to run {op.name} on {name}: {exc}",
+                                "the C++ plugin library or the Python plugins",
+                                "build the plugin library (pip install -e . with TensorRT headers), or pass "
+                                "plugins='decompose'")))
+    if taken == "cpp":
+        log.info("plugins='auto': using the C++ plugin library %s for %s", ours, op.name)
     else:
-        log.info("plugins='auto': C++ plugin library not built, using the Python plugins for %s", _names(refs))
-    return route, library
+        log.info("plugins='auto': C++ plugin library not built, using the Python plugins for %s", op.name)
+    return OpPlan(op, taken, how)
+
+
+def _route_tensorrts(op: PluginRef, requested: str, api: TRTApi | None, name: str) -> OpPlan | Unserved:
+    """``route`` for an op bound to a plugin TensorRT provides: TensorRT's plugin library where ``api``'s registry
+    holds the exact creator; else our fallback plugin where the op has one and the library is built; else, with
+    ``auto``, the decomposition."""
+    if api is not None and _served_by_tensorrt(api, op):
+        return OpPlan(op, "tensorrt", f"TensorRT's own plugin library ({api.name} {api.version})")
+    fallback = fallback_plugin(op)
+    missing = f"plugin {op.id} of TensorRT's own plugin library, which {name} does not register here"
+    why = missing
+    if fallback is not None and requested in ("auto", "cpp"):
+        try:
+            library = _native.plugin_library_path()
+        except LibraryNotFoundError as exc:
+            if requested == "cpp":
+                return Unserved(op, f"{missing}, or our C++ plugin library ({exc.remedy or exc})", exc)
+            why = f"{missing}, or our C++ plugin library ({exc.remedy or exc})"
+        else:
+            log.info("%s has no TensorRT plugin library: our C++ plugin %s serves %s", name, fallback.id, op.name)
+            return OpPlan(fallback, "cpp", f"our C++ plugin {fallback.id} in {library} ({missing})")
+    if requested == "auto":
+        log.info("plugins='auto': %s has no TensorRT plugin library, decomposing %s", name, op.name)
+        return OpPlan(op, "decompose", why)
+    ours = "" if fallback is None else " or our C++ plugin library"
+    version = f" {api.version}" if api is not None else ""
+    return Unserved(op, why, BuildError(failure(
+        f"plugins={requested!r}: {op.name} needs plugin {op.id} from TensorRT's own plugin library{ours}, "
+        f"which {name}{version} does not register here",
+        "a TensorRT with libnvinfer_plugin (tensorrt.init_libnvinfer_plugins)" + ours,
+        "pass plugins='decompose' (or 'auto')" + (", or build the plugin library (pip install -e .)"
+                                                  if fallback is not None else ""))))
 
 
 def _served_by_tensorrt(api: TRTApi, ref: PluginRef) -> bool:
@@ -171,107 +197,49 @@ def fallback_plugin(ref: PluginRef) -> PluginRef | None:
     return op.spec.fallback_plugin if op is not None and ref.provider == PROVIDER_TENSORRT else None
 
 
-def _tensorrt_ops(requested: str, api: TRTApi, refs: tuple[PluginRef, ...]) -> tuple[tuple[OpPlan, ...], Path | None]:
-    """Plans of the ops bound to plugins TensorRT provides, and the C++ library if one takes our fallback: TensorRT's
-    plugin library where ``api``'s registry holds the exact creator; else our fallback plugin where the op has one and
-    the library is built; else, with ``auto``, the decomposition."""
-    if requested == "decompose":
-        return tuple(OpPlan(r, "decompose") for r in refs), None
-    served = {r: _served_by_tensorrt(api, r) for r in refs}
-    library = None
-    if requested in ("auto", "cpp") and any(fallback_plugin(r) and not served[r] for r in refs):
-        try:
-            library = _native.plugin_library_path()
-        except LibraryNotFoundError:
-            if requested == "cpp":
-                raise
-    plans = []
-    for ref in refs:
-        fallback = fallback_plugin(ref)
-        if served[ref]:
-            plans.append(OpPlan(ref, "tensorrt"))
-        elif fallback is not None and library is not None:
-            log.info("%s has no TensorRT plugin library: our C++ plugin %s serves %s", api.name, fallback.id, ref.name)
-            plans.append(OpPlan(fallback, "cpp"))
-        elif requested == "auto":
-            log.info("plugins='auto': %s has no TensorRT plugin library, decomposing %s", api.name, ref.name)
-            plans.append(OpPlan(ref, "decompose"))
-        else:
-            ours = "" if fallback is None else " or our C++ plugin library"
-            raise BuildError(failure(
-                f"plugins={requested!r}: {ref.name} needs plugin {ref.id} from TensorRT's own plugin library{ours}, "
-                f"which {api.name} {api.version} does not register here",
-                "a TensorRT with libnvinfer_plugin (tensorrt.init_libnvinfer_plugins)" + ours,
-                "pass plugins='decompose' (or 'auto')" + (", or build the plugin library (pip install -e .)"
-                                                          if fallback is not None else "")))
-    return tuple(plans), library
-
-
 def resolve_plugin_plan(requested: str, api: TRTApi, model: onnx.ModelProto) -> PluginPlan:
-    """Decide, once per build, how each custom op of ``model`` reaches ``api``; raise before any parsing when it
-    cannot work. Registers the Python plugins when the plan takes them."""
-    if requested not in PLUGIN_MODES:
-        raise InvalidInputError(failure(f"plugins={requested!r} is not a plugin mode", f"one of {PLUGIN_MODES}",
-                                        "pass plugins='auto'"))
-    refs = plugin_refs(model)
+    """Decide, once per build, how each custom op of ``model`` reaches ``api`` (``route`` per op); raise before any
+    parsing when it cannot work. Registers the Python plugins when the plan takes them."""
+    _check_mode(requested)
     if requested == "python" and not api.supports_python_plugins:
         raise BuildError(failure(
             f"plugins='python' cannot be used with backend={api.name!r}",
             f"C++ plugins on {api.name}: its ONNX parser imports IPluginV3 plugins registered with an "
             "IPluginCreatorV3One creator only, and tensorrt.plugin registers another kind",
             "pass plugins='cpp' (build libtorchtrt_ext_plugins.so: pip install -e .), 'auto' or 'decompose'"))
+    refs = plugin_refs(model)
     if not refs:
         return PluginPlan("none")
-    ours = tuple(r for r in refs if r.provider == PROVIDER_OURS)
-    our_route, library = _our_route(requested, api, ours) if ours else ("", None)
-    theirs = tuple(r for r in refs if r.provider != PROVIDER_OURS)
-    their_ops, fallback_library = _tensorrt_ops(requested, api, theirs) if theirs else ((), None)
-    library = library or fallback_library
-    plan_of = {**{r: OpPlan(r, our_route) for r in ours}, **dict(zip(theirs, their_ops))}
-    ops = tuple(plan_of[r] for r in refs)
-    routes = {op.route for op in their_ops}
-    mode = our_route or next((r for r in ("tensorrt", "cpp") if r in routes), "decompose")
-    return PluginPlan(mode, library, file_sha256(library) if library else None, ops)
-
-
-def resolve_plugin_mode(requested: str, api: TRTApi, model: onnx.ModelProto) -> PluginPlan:
-    """The former name of :func:`resolve_plugin_plan` (the same function)."""
-    return resolve_plugin_plan(requested, api, model)
+    ops = []
+    for ref in refs:
+        planned = route(ref, requested, api)
+        if isinstance(planned, Unserved):
+            raise planned.error
+        ops.append(planned)
+    library = _native.plugin_library_path() if any(op.route == "cpp" for op in ops) else None
+    ours = [op.route for ref, op in zip(refs, ops) if ref.provider == PROVIDER_OURS]
+    routes = {op.route for op in ops}
+    mode = ours[0] if ours else next((r for r in ("tensorrt", "cpp") if r in routes), "decompose")
+    return PluginPlan(mode, library, file_sha256(library) if library else None, tuple(ops))
 
 
 def plan_from_metadata(metadata: EngineMetadata) -> PluginPlan:
     """The plugin plan an engine was built with, as this machine can serve it: the one reader of the metadata's
-    per-op record, used by the runtime and ``torchtrt-ext inspect``.
+    ``plugin_plan``, used by the runtime.
 
     An engine whose C++ plugins are not embedded points at this machine's plugin library (a warning when it differs
     from the one the engine was built with). Raises LibraryNotFoundError when that library is not built here.
     """
-    ops = recorded_ops(metadata)
-    library = None
-    digest = metadata.plugin_library_sha256
-    if any(op.route == "cpp" for op in ops) and not metadata.plugins_embedded:
+    recorded = metadata.plugin_plan
+    built_with = metadata.target.plugin_library_sha256
+    library, digest = None, built_with
+    if any(op.route == "cpp" for op in recorded.ops) and not metadata.plugins_embedded:
         library = _native.plugin_library_path()
         digest = file_sha256(library)
-        if metadata.plugin_library_sha256 and digest != metadata.plugin_library_sha256:
+        if built_with and digest != built_with:
             log.warning("plugin library %s differs from the one the engine was built with (sha256 %s..., built "
-                        "with %s...); if loading fails, rebuild the engine", library, digest[:12],
-                        metadata.plugin_library_sha256[:12])
-    return PluginPlan(metadata.plugin_mode, library, digest, ops)
-
-
-def recorded_ops(metadata: EngineMetadata) -> tuple[OpPlan, ...]:
-    """The per-op plan an engine's metadata records (for an engine written before that record: its plugin ids with
-    the one recorded mode)."""
-    if metadata.plugin_ops or metadata.plugin_mode not in ("cpp", "python"):
-        return tuple(metadata.plugin_ops)
-    return tuple(OpPlan(PluginRef(*_split_id(i)), metadata.plugin_mode) for i in metadata.plugins)
-
-
-def _split_id(plugin_id: str) -> tuple[str, str, str]:
-    """"<namespace>::<name>:<version>" -> (name, version, namespace)."""
-    namespace, rest = plugin_id.split("::", 1)
-    name, version = rest.rsplit(":", 1)
-    return name, version, namespace
+                        "with %s...); if loading fails, rebuild the engine", library, digest[:12], built_with[:12])
+    return dataclasses.replace(recorded, library=library, library_sha256=digest)
 
 
 def prepare_graph(model: onnx.ModelProto, plan: PluginPlan) -> onnx.ModelProto:

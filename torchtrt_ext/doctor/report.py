@@ -5,11 +5,11 @@
 become graph inputs); on ``tensorrt_rtx`` with the C++ plugin library built, it loads that library and parses the real
 graph with our own ops' nodes in it (only other custom nodes are cut), so it reports what RTX really accepts: a node
 our plugin refuses is "plugin rejected". Without that parser it uses the op-support table in
-``passes.trt_op_support`` (and says so). NMS written as a loop or with data-dependent outputs is named, with
-``ops.efficient_nms`` as its remedy (``passes.nms_patterns``). Custom nodes are listed with the plugin that would serve
-them, as a build with ``plugins="auto"`` resolves it (``backend.plugins.auto_route``: the C++ library, the Python
-plugins, or TensorRT's own plugin library for ops bound to it), and whether ``passes.decompose_custom_ops`` can replace
-them. The parse is the build's own step (``backend.builder.network_from_onnx``).
+``doctor.trt_op_support`` (and says so). NMS written as a loop or with data-dependent outputs is named, with
+``ops.efficient_nms`` as its remedy (``doctor.nms_patterns``). Custom nodes are listed with the plugin that would serve
+them, as a build with ``plugins="auto"`` routes it (``backend.plugins.route``, the build's own policy: the C++ library,
+the Python plugins, or TensorRT's own plugin library for ops bound to it), and whether ``passes.decompose_custom_ops``
+can replace them. The parse is the build's own step (``backend.builder.network_from_onnx``).
 
 The doctor sits outside the rewrite package (``passes``) and the backend, and uses both.
 
@@ -27,16 +27,17 @@ from typing import Any
 import onnx
 from onnx import helper
 
-from torchtrt_ext.backend import adapter
-from torchtrt_ext.backend.builder import network_from_onnx
 from torchtrt_ext import _native
-from torchtrt_ext.backend.plugin_plan import OpPlan, PluginPlan
-from torchtrt_ext.backend.plugins import auto_route, plugin_refs
-from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, OnnxParseError, failure
+from torchtrt_ext.backend import adapter
+from torchtrt_ext.backend.adapter import TRTApi
+from torchtrt_ext.backend.builder import network_from_onnx
+from torchtrt_ext.backend.plugin_plan import OpPlan, PluginPlan, Unserved
+from torchtrt_ext.backend.plugins import plugin_ref, route
+from torchtrt_ext.errors import InvalidInputError, OnnxParseError, failure
 from torchtrt_ext.ops.spec import DOMAIN, PROVIDER_OURS, PluginRef, registered_ops
-from torchtrt_ext.passes import trt_op_support as table
-from torchtrt_ext.passes.nms_patterns import REMEDY as NMS_REMEDY
-from torchtrt_ext.passes.nms_patterns import find_nms_patterns
+from torchtrt_ext.doctor import trt_op_support as table
+from torchtrt_ext.doctor.nms_patterns import REMEDY as NMS_REMEDY
+from torchtrt_ext.doctor.nms_patterns import find_nms_patterns
 from torchtrt_ext.passes.onnx_util import (
     STANDARD_DOMAINS,
     OnnxSource,
@@ -78,6 +79,8 @@ class DoctorReport:
     opset: int | None
     findings: list[Finding] = dataclasses.field(default_factory=list)
     native_ops: dict[str, int] = dataclasses.field(default_factory=dict)  # op type -> count, run by TensorRT itself
+    # torchtrt_ext node -> how plugins="auto" routes it (backend.plugins.route), the plan a build would take
+    routes: dict[str, OpPlan | Unserved] = dataclasses.field(default_factory=dict)
 
     @property
     def problems(self) -> list[Finding]:
@@ -154,26 +157,40 @@ def _custom_op_remedies(node: onnx.NodeProto, backend: str, known: bool, why_mis
 
 
 # -------------------------------------------------------------------------------------------------- custom nodes
-def _custom_findings(nodes: list[onnx.NodeProto], backend: str) -> list[Finding]:
-    if not nodes:
-        return []
+def _node_name(node: onnx.NodeProto) -> str:
+    return node.name or f"<unnamed {node.op_type}>"
 
+
+def _routes(nodes: list[onnx.NodeProto], api: TRTApi | None, backend: str) -> dict[str, OpPlan | Unserved]:
+    """Each torchtrt_ext node -> the route a build with ``plugins="auto"`` takes for it (one ``route`` call per op)."""
+    planned: dict[PluginRef, OpPlan | Unserved] = {}
+    routes = {}
+    for node in nodes:
+        if node.domain == DOMAIN:
+            ref = plugin_ref(node)
+            if ref not in planned:
+                planned[ref] = route(ref, "auto", api, backend)
+            routes[_node_name(node)] = planned[ref]
+    return routes
+
+
+def _custom_findings(nodes: list[onnx.NodeProto], backend: str,
+                     routes: dict[str, OpPlan | Unserved]) -> list[Finding]:
     specs = {op.spec.name: op.spec for op in registered_ops().values()}
-    api = adapter.load_backend(backend) if adapter.backend_available(backend) else None
     findings = []
     for node in nodes:
-        name = node.name or f"<unnamed {node.op_type}>"
+        name = _node_name(node)
         if node.domain == DOMAIN:
             spec = specs.get(node.op_type)
             version, namespace = node_attr(node, "plugin_version", "?"), node_attr(node, "plugin_namespace", "?")
             plugin = f"plugin {node.op_type} v{version} ({namespace})"
-            ref = PluginRef(node.op_type, version, namespace,
-                            spec.plugin_ref.provider if spec is not None else PROVIDER_OURS)
-            route, how = auto_route(ref, api, backend)
-            if route is not None and spec is not None:
-                findings.append(Finding(name, node.op_type, node.domain, "plugin available", False, f"{plugin}: {how}"))
+            planned = routes[name]
+            if isinstance(planned, OpPlan) and planned.route != "decompose" and spec is not None:
+                findings.append(Finding(name, node.op_type, node.domain, "plugin available", False,
+                                        f"{plugin}: {planned.how}"))
                 continue
-            why = how if spec is not None else f"{node.op_type} is not a torchtrt_ext op defined in this process"
+            why = planned.how if isinstance(planned, OpPlan) else planned.reason
+            why = why if spec is not None else f"{node.op_type} is not a torchtrt_ext op defined in this process"
             findings.append(Finding(name, node.op_type, node.domain, "plugin missing", True, f"{plugin}: {why}",
                                     _custom_op_remedies(node, backend, spec is not None, why)))
         else:
@@ -235,18 +252,18 @@ def _quiet_logger(trt: Any) -> Any:
     return _Quiet()
 
 
-def _rtx_plugin_plan(model: onnx.ModelProto, backend: str) -> PluginPlan | None:
-    """On tensorrt_rtx with the C++ plugin library built: the plan that loads it for our own ops of ``model``, so the
-    parser sees their nodes. None elsewhere, and where the library is missing (logged)."""
+def _parse_plan(nodes: list[onnx.NodeProto], backend: str, routes: dict[str, OpPlan | Unserved]) -> PluginPlan:
+    """On tensorrt_rtx: the plan that loads the C++ plugin library for our own ops routed to it, so the parser sees
+    their nodes. An empty plan elsewhere, and where the library is missing (logged)."""
     if backend != "tensorrt_rtx":
-        return None
-    try:
-        library = _native.plugin_library_path()
-    except LibraryNotFoundError as exc:
-        LOGGER.info("doctor: our custom nodes cut out before parsing: %s", exc)
-        return None
-    ours = tuple(OpPlan(ref, "cpp") for ref in plugin_refs(model) if ref.provider == PROVIDER_OURS)
-    return PluginPlan("cpp", library, None, ours)
+        return PluginPlan("none")
+    ours = {routes[_node_name(n)] for n in nodes if n.domain == DOMAIN and plugin_ref(n).provider == PROVIDER_OURS}
+    cpp = tuple(op for op in ours if isinstance(op, OpPlan) and op.route == "cpp")
+    if not cpp:
+        if ours:
+            LOGGER.info("doctor: our custom nodes cut out before parsing: the C++ plugin library does not serve them")
+        return PluginPlan("none")
+    return PluginPlan("cpp", _native.plugin_library_path(), None, tuple(sorted(cpp, key=lambda op: op.op_type)))
 
 
 def _parser_findings(model: onnx.ModelProto, backend: str, plan: PluginPlan) -> tuple[list[Finding], str]:
@@ -299,7 +316,7 @@ def report(model: OnnxSource, backend: str = "tensorrt", *, checker: str = "auto
         model: the ONNX model: a ModelProto, path or bytes (not modified).
         backend: the TensorRT flavour to check against. Default: "tensorrt".
         checker: "parser" (the backend's ONNX parser; raises MissingDependencyError when it is not installed),
-            "table" (``passes.trt_op_support``), or "auto" (the parser when installed, else the table). Default: "auto".
+            "table" (``doctor.trt_op_support``), or "auto" (the parser when installed, else the table). Default: "auto".
 
     Returns:
         a DoctorReport; print it (``to_table``) or serialize it (``to_json``). ``report.ok`` is True when nothing
@@ -317,7 +334,9 @@ def report(model: OnnxSource, backend: str = "tensorrt", *, checker: str = "auto
     opset = default_opset(model)
     use_parser = checker == "parser" or (checker == "auto" and adapter.backend_available(backend))
     top_level = {id(n) for n in model.graph.node}
-    plan = (_rtx_plugin_plan(model, backend) if use_parser else None) or PluginPlan("none")
+    api = adapter.load_backend(backend) if custom and adapter.backend_available(backend) else None
+    routes = _routes(custom, api, backend)
+    plan = _parse_plan(custom, backend, routes) if use_parser else PluginPlan("none")
     served = {op.op_type for op in plan.ops}
     cut = [n for n in custom if not (n.domain == DOMAIN and n.op_type in served)]
     if use_parser and all(id(n) in top_level for n in cut):
@@ -335,7 +354,7 @@ def report(model: OnnxSource, backend: str = "tensorrt", *, checker: str = "auto
     rejected = {f.node for f in findings if f.problem}
     native = collections.Counter(n.op_type for n in standard if (n.name or f"<unnamed {n.op_type}>") not in rejected)
     result = DoctorReport(backend, checked_with, len(list(all_nodes(model))), opset,
-                          findings + _nms_findings(model, backend) + _custom_findings(custom, backend),
-                          dict(sorted(native.items())))
+                          findings + _nms_findings(model, backend) + _custom_findings(custom, backend, routes),
+                          dict(sorted(native.items())), routes)
     LOGGER.info("doctor: %d problem(s) for %s (checked with %s)", len(result.problems), backend, checked_with)
     return result

@@ -6,7 +6,7 @@ Source: onnx/onnx-tensorrt ``docs/operators.md`` at commit 96e781103cfc4adf4a6bb
 to opset 20". NVIDIA's ONNX Opset Guide (docs.nvidia.com/deeplearning/tensorrt/latest/reference/onnx-opset-guide.html)
 gives opset 25 as the maximum for TensorRT 11.x, whose operator list is the same operators.md on a newer branch.
 Restrictions are summarized, not quoted. Update ``TABLE_SOURCE`` and the sets together when refreshing from a newer
-operators.md; ``tests/passes/test_report.py`` cross-checks the table against TensorRT-RTX's parser where installed.
+operators.md; ``tests/test_doctor.py`` cross-checks the table against TensorRT-RTX's parser where installed.
 """
 from __future__ import annotations
 
