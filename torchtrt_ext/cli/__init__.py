@@ -699,6 +699,3 @@ def _print(text: str) -> None:
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the flush at exit does not fail again
 
-
-if __name__ == "__main__":
-    sys.exit(main())
