@@ -134,10 +134,10 @@ def test_json_stdout_is_one_document_after_an_fp16_rtx_build(unfused_onnx: Path,
 
 def test_json_keeps_native_stdout_writes_off_stdout() -> None:
     """A library writing to file descriptor 1 itself (as TensorRT does with some warnings) must not corrupt --json."""
-    script = ("import os, sys\nfrom torchtrt_ext import cli\n"
+    script = ("import os, sys\nfrom torchtrt_ext import cli\nfrom torchtrt_ext.cli import inspect\n"
               "def noisy(args):\n    os.write(1, b'WARNING: native\\n')\n    print('python print')\n"
               "    return 0, {'ok': True}, 'text'\n"
-              "cli.cmd_inspect = noisy  # build_parser binds the handler when main() calls it\n"
+              "inspect.run = noisy  # build_parser binds the handler when main() calls it\n"
               "sys.exit(cli.main(['inspect', 'x.onnx', '--json']))\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, text=True, capture_output=True,
