@@ -14,10 +14,10 @@ function returning a module (called with no arguments), or a module instance. Th
 
 Shapes are written ``name:1x3x224x224``, several separated by commas (trtexec's spelling); ``--input-shape`` also
 accepts a bare ``1x3x224x224`` for the inputs in order. Every subcommand takes ``--json`` (one JSON document on
-stdout) and ``--help``. Errors are one line on stderr ending with the remedy (TensorRT's own messages are mapped to
-the remedies of DESIGN.md §7 by ``TRT_MESSAGE_REMEDIES``).
+stdout) and ``--help``. Errors are one line on stderr ending with the remedy: the error's own ``remedy`` field, set
+where it was raised (a failed build maps TensorRT's messages to remedies in ``backend.remedies``).
 
-Exit codes:
+Exit codes (``errors.ExitCode``; each error class names its own as ``exit_code``):
     0  success
     1  validation failed (an output out of tolerance) or a benchmark candidate failed
     2  usage or bad input: bad arguments, a missing or unreadable file, a bad shape string, an unknown precision, an
@@ -29,18 +29,7 @@ Exit codes:
 """
 from __future__ import annotations
 from torchtrt_ext.cli._args import parse_named_shapes, parse_shape
-from torchtrt_ext.cli._errors import (
-    EXIT_BUILD,
-    EXIT_FAILED,
-    EXIT_INTERNAL,
-    EXIT_MISSING,
-    EXIT_OK,
-    EXIT_USAGE,
-    CliError,
-    error_line,
-    remedy_for,
-)
+from torchtrt_ext.cli._errors import CliError, error_line, exit_code
 from torchtrt_ext.cli.main import build_parser, main
 
-__all__ = ["EXIT_BUILD", "EXIT_FAILED", "EXIT_INTERNAL", "EXIT_MISSING", "EXIT_OK", "EXIT_USAGE", "CliError",
-           "build_parser", "error_line", "main", "parse_named_shapes", "parse_shape", "remedy_for"]
+__all__ = ["CliError", "build_parser", "error_line", "exit_code", "main", "parse_named_shapes", "parse_shape"]

@@ -5,7 +5,8 @@ import argparse
 from typing import Any
 
 from torchtrt_ext.cli._args import add_common, add_engine_host_code, add_inputs, dtype_of, shapes_arg
-from torchtrt_ext.cli._errors import EXIT_FAILED, EXIT_OK, CliError
+from torchtrt_ext.cli._errors import CliError
+from torchtrt_ext.errors import ExitCode
 from torchtrt_ext.cli._targets import check_engine_host_code, device_for, examples_for, open_target, target_kind
 
 
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> tuple[int, Any, str]:
                                                                 device=device) for s, d in specs)
     report = benchmark(candidates, examples, warmup=args.warmup, iters=args.iters, device=device,
                        progress=not args.quiet)
-    return (EXIT_FAILED if report.failed else EXIT_OK), report.to_json(), report.to_table()
+    return (ExitCode.FAILED if report.failed else ExitCode.OK), report.to_json(), report.to_table()
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], **kw: Any) -> None:

@@ -9,7 +9,8 @@ from typing import Any
 from torchtrt_ext.backend.adapter import BACKENDS
 from torchtrt_ext.backend.plugins import PLUGIN_MODES
 from torchtrt_ext.cli._args import add_common, existing, output_path, parse_named_shapes, positive_int
-from torchtrt_ext.cli._errors import EXIT_OK, CliError
+from torchtrt_ext.cli._errors import CliError
+from torchtrt_ext.errors import ExitCode
 from torchtrt_ext.cli._targets import custom_nodes
 from torchtrt_ext.compile import run_passes
 from torchtrt_ext.passes.onnx_util import read_onnx
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> tuple[int, Any, str]:
             "custom_nodes": custom_nodes(model), **meta.to_json()}
     text = (f"wrote {args.output}: {len(engine.plan) / 1e6:.2f} MB, {meta.describe_target()}, precision "
             f"{meta.build.get('precision')}, plugins {meta.plugin_mode}, {len(meta.profiles)} profile(s), {seconds} s")
-    return EXIT_OK, data, text
+    return ExitCode.OK, data, text
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], **kw: Any) -> None:

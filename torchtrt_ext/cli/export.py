@@ -8,7 +8,8 @@ from typing import Any
 from torchtrt_ext._files import save_onnx
 from torchtrt_ext._progress import ticking
 from torchtrt_ext.cli._args import add_common, add_inputs, dtype_of, output_path, shapes_arg
-from torchtrt_ext.cli._errors import EXIT_OK, CliError
+from torchtrt_ext.cli._errors import CliError
+from torchtrt_ext.errors import ExitCode
 from torchtrt_ext.cli._targets import custom_nodes, examples_for, load_model, spec_file
 from torchtrt_ext.compile import run_passes
 
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> tuple[int, Any, str]:
             "nodes": len(onnx_model.graph.node), "custom_nodes": custom, "seconds": round(time.monotonic() - started, 2)}
     text = (f"wrote {args.output}: {data['nodes']} nodes, custom nodes {custom or 'none'}, inputs {data['inputs']}, "
             f"outputs {data['outputs']} ({data['exporter']} exporter, {data['seconds']} s)")
-    return EXIT_OK, data, text
+    return ExitCode.OK, data, text
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], **kw: Any) -> None:

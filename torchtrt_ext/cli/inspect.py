@@ -8,7 +8,8 @@ from torchtrt_ext.backend.adapter import BACKENDS
 from torchtrt_ext.backend.engine import is_engine_file
 from torchtrt_ext.backend.plugins import recorded_ops
 from torchtrt_ext.cli._args import add_common, existing
-from torchtrt_ext.cli._errors import EXIT_OK, CliError
+from torchtrt_ext.cli._errors import CliError
+from torchtrt_ext.errors import ExitCode
 from torchtrt_ext.doctor import report as doctor
 from torchtrt_ext.passes.onnx_util import read_onnx
 
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> tuple[int, Any, str]:
         from torchtrt_ext.backend import Engine
 
         meta = Engine.load(path).metadata
-        return EXIT_OK, {"kind": "engine", **meta.to_json()}, engine_table(meta)
+        return ExitCode.OK, {"kind": "engine", **meta.to_json()}, engine_table(meta)
     from torchtrt_ext.errors import InvalidInputError
 
     try:
@@ -46,7 +47,7 @@ def run(args: argparse.Namespace) -> tuple[int, Any, str]:
         raise CliError(f"{path} is neither an ONNX model nor a torchtrt_ext engine (empty, truncated or another "
                        "format). Remedy: pass an .onnx file or an engine written by 'torchtrt-ext build'") from None
     result = doctor(model, backend=args.backend)
-    return EXIT_OK, {"kind": "onnx", **result.to_dict()}, result.to_table()
+    return ExitCode.OK, {"kind": "onnx", **result.to_dict()}, result.to_table()
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], **kw: Any) -> None:

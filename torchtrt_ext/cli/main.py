@@ -15,7 +15,8 @@ from typing import Any, NoReturn
 
 from torchtrt_ext import __version__
 from torchtrt_ext.cli import bench, build, export, inspect, validate
-from torchtrt_ext.cli._errors import EXIT_USAGE, error_line, exit_code, one_line
+from torchtrt_ext.cli._errors import error_line, exit_code, one_line
+from torchtrt_ext.errors import ExitCode
 
 PROG = "torchtrt-ext"
 
@@ -31,7 +32,7 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         remedy = "see '" + self.prog + " --help'"
         sys.stderr.write(f"{self.prog}: error: {one_line(message, remedy)}\n")
-        raise SystemExit(EXIT_USAGE)
+        raise SystemExit(ExitCode.USAGE)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 130
         except Exception as exc:  # noqa: BLE001 - the boundary: every error becomes one line and an exit code
             code = exit_code(exc)
-            line = error_line(exc, code)
+            line = error_line(exc)
             if args.verbose:
                 traceback.print_exc()
             print(f"{PROG} {args.command}: error: {line}", file=sys.stderr)

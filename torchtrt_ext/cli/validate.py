@@ -6,7 +6,8 @@ import dataclasses
 from typing import Any
 
 from torchtrt_ext.cli._args import add_common, add_engine_host_code, add_inputs, dtype_of, shapes_arg
-from torchtrt_ext.cli._errors import EXIT_FAILED, EXIT_OK, CliError
+from torchtrt_ext.cli._errors import CliError
+from torchtrt_ext.errors import ExitCode
 from torchtrt_ext.cli._targets import check_engine_host_code, device_for, examples_for, open_target, target_kind
 from torchtrt_ext.validate import PRECISIONS as TOLERANCE_PRECISIONS
 
@@ -27,7 +28,7 @@ def run(args: argparse.Namespace) -> tuple[int, Any, str]:
     report = validate(reference, candidate, examples, trials=args.trials, atol=args.atol, rtol=args.rtol,
                       precision=args.precision, seed=args.seed)
     report = dataclasses.replace(report, reference=args.reference, candidate=args.candidate)
-    return (EXIT_OK if report.passed else EXIT_FAILED), report.to_json(), report.to_table()
+    return (ExitCode.OK if report.passed else ExitCode.FAILED), report.to_json(), report.to_table()
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], **kw: Any) -> None:
