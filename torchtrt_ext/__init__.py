@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from torchtrt_ext import errors, nn, ops, passes
 from torchtrt_ext._native import plugin_library_path
+from torchtrt_ext._version import __version__
 from torchtrt_ext.backend import build_engine
 from torchtrt_ext.bench import BenchmarkReport, benchmark
 from torchtrt_ext.compile import compile
@@ -14,6 +15,5 @@ from torchtrt_ext.export import export_onnx
 from torchtrt_ext.runtime import TRTModule, load
 from torchtrt_ext.validate import ValidationReport, validate
 
-__all__ = ["BenchmarkReport", "TRTModule", "ValidationReport", "benchmark", "build_engine", "compile", "errors",
-           "export_onnx", "load", "nn", "ops", "passes", "plugin_library_path", "validate"]
-__version__ = "0.1.0"
+__all__ = ["BenchmarkReport", "TRTModule", "ValidationReport", "__version__", "benchmark", "build_engine", "compile",
+           "errors", "export_onnx", "load", "nn", "ops", "passes", "plugin_library_path", "validate"]

@@ -170,7 +170,7 @@ def _owned_by_this_user(path: Path) -> bool:
 
 def cache_keys(model: onnx.ModelProto, settings: dict[str, Any], machine: dict[str, Any]) -> tuple[str, str]:
     """(model key, machine key): model = ONNX bytes + settings + torchtrt_ext version; machine = GPU, TRT, plugins."""
-    from torchtrt_ext import __version__
+    from torchtrt_ext._version import __version__
     model_key = _sha256(model.SerializeToString(deterministic=True), canonical_json(settings),
                         __version__.encode())
     return model_key, _sha256(canonical_json(machine))

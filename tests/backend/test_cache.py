@@ -281,11 +281,11 @@ def test_every_machine_fact_is_part_of_the_key(conv_onnx: onnx.ModelProto, field
 
 def test_the_torchtrt_ext_version_is_part_of_the_model_key(conv_onnx: onnx.ModelProto,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    import torchtrt_ext
+    from torchtrt_ext import _version
 
     machine = engine_cache.machine_fingerprint("tensorrt_rtx", "1.7.1", None, None, None)
     before = engine_cache.cache_keys(conv_onnx, {}, machine)
-    monkeypatch.setattr(torchtrt_ext, "__version__", "9.9.9")
+    monkeypatch.setattr(_version, "__version__", "9.9.9")
     assert engine_cache.cache_keys(conv_onnx, {}, machine)[0] != before[0]
 
 

@@ -175,7 +175,7 @@ def _engine_of(build: BuildPlan, *, timing_cache: str | os.PathLike[str] | None,
     inputs = tuple(_info(network.get_input(i)) for i in range(network.num_inputs))
     outputs = tuple(_info(network.get_output(i)) for i in range(network.num_outputs))
     gpu_name, cc = current_gpu()
-    from torchtrt_ext import __version__ as ours
+    from torchtrt_ext._version import __version__ as ours
     metadata = EngineMetadata(
         inputs=inputs, outputs=outputs, profiles=build.profiles, build=build.settings, backend=api.name,
         trt_version=api.version, gpu_name=gpu_name, compute_capability=cc, plugins=plan.plugin_ids,

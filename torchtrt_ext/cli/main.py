@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
-from torchtrt_ext import __version__
+from torchtrt_ext._version import __version__
 from torchtrt_ext.cli import bench, build, export, inspect, validate
 from torchtrt_ext.cli._errors import error_line, exit_code, one_line
 from torchtrt_ext.errors import ExitCode
