@@ -5,7 +5,7 @@ Timing modes (the report says which one ran):
 
 - ``cuda`` (default when an input is a CUDA tensor): a pair of CUDA events on the current stream around **every**
   run; the events are read after all runs, so the timed loop never waits on the host. This times the GPU work
-  of each run, which host timers mis-measure for asynchronous work (DESIGN.md §6).
+  of each run, which host timers mis-measure for asynchronous work (docs/design.md, "Validation and timing").
 - ``cpu`` (inputs on the CPU, or ``device="cpu"``): ``time.perf_counter_ns`` around every run. Labelled
   "host timer" in the report; when CUDA is in use it synchronizes after each run so the time is at least complete.
 

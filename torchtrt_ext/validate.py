@@ -7,7 +7,8 @@ this order:
 
 1. **shape**: a shape mismatch fails the output and stops its comparison;
 2. **non-finite values**: a NaN or inf in one and not at the same place in the other fails the output
-   (DESIGN.md §7: NaN outputs usually mean a plugin was fed FP16 it does not handle);
+   (NaN outputs usually mean a plugin was fed FP16 it does not handle: docs/design.md, "Common failures and their
+   remedies");
 3. **errors**, computed in float64: max abs diff, max rel diff (``|got - ref| / |ref|`` over elements where
    ``ref != 0``), cosine similarity of the flattened outputs, and ``min_atol``, the smallest ``atol`` for which
    every element satisfies ``|got - ref| <= atol + rtol * |ref|`` at the report's ``rtol``. The output passes when
@@ -18,7 +19,7 @@ the lowest-precision floating dtype among the two outputs)::
 
     precision   atol    rtol    why
     fp32        1e-4    1e-3    TensorRT runs FP32 convolutions and matmuls in TF32 unless told otherwise
-    fp16        1e-2    0       the usual bar: max abs diff < 1e-2 (DESIGN.md §6)
+    fp16        1e-2    0       the usual bar: max abs diff < 1e-2 (docs/design.md, "Validation and timing")
     bf16        5e-2    1e-2    8 mantissa bits: one ulp at 1.0 is 7.8e-3
     exact       0       0       integer and bool outputs
 
