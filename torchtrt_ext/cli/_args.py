@@ -44,12 +44,14 @@ def shapes_arg(values: Sequence[str] | None, *, allow_unnamed: bool = True) -> d
 
 
 def dtype_of(name: str) -> Any:
+    """The torch dtype of a --dtype name."""
     import torch
 
     return getattr(torch, name)
 
 
 def existing(path_text: str, what: str) -> Path:
+    """``path_text`` as a Path when it is a file, else a CliError naming it as ``what``."""
     path = Path(path_text)
     if not path.is_file():
         raise CliError(f"{what} {path} does not exist. Remedy: check the path")

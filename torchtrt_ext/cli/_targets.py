@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from torchtrt_ext.backend.engine import is_engine_file
+from torchtrt_ext.backend.engine import Engine, is_engine_file
 from torchtrt_ext.cli._args import existing
 from torchtrt_ext.cli._errors import CliError
+from torchtrt_ext.errors import NoGPUError
 from torchtrt_ext.runtime import TRTModule
 
 
@@ -92,28 +93,11 @@ def target_kind(text: str) -> str:
 
 def check_engine_host_code(targets: Sequence[str], kinds: Sequence[str], allowed: bool) -> None:
     """Refuse engines that carry host code before anything else happens (GPU checks included) unless allowed."""
-    from torchtrt_ext.backend import Engine
     from torchtrt_ext.runtime import check_host_code_allowed
 
     for text, kind in zip(targets, kinds):
         if kind == "engine":
             check_host_code_allowed(Engine.load(text).metadata, allowed, f"engine file {text}")
-
-
-def _load_engine_module(path: Path, allow_engine_host_code: bool) -> Any:
-    import torch
-
-    from torchtrt_ext.backend import Engine
-    from torchtrt_ext.errors import MissingDependencyError, failure
-
-    engine = Engine.load(path)
-    module = TRTModule(engine, allow_engine_host_code=allow_engine_host_code)
-    if not torch.cuda.is_available():
-        raise MissingDependencyError(failure(
-            f"running the engine {path.name} needs a CUDA GPU, and torch sees none", "a machine with a CUDA GPU and "
-            f"the {engine.metadata.backend} runtime", "run it on the target GPU, or validate the ONNX export on "
-            "onnxruntime instead (torchtrt-ext validate MODEL model.onnx)"))
-    return module
 
 
 def examples_for(shapes: dict[str, tuple[int, ...]], model: Any, dtype: Any, device: Any) -> tuple[Any, ...] | None:
@@ -139,23 +123,23 @@ def examples_for(shapes: dict[str, tuple[int, ...]], model: Any, dtype: Any, dev
 
 
 def open_target(text: str, device: Any, dtype: Any, allow_engine_host_code: bool) -> tuple[str, Any]:
+    """(kind, something callable) for a target: onnxruntime for an ONNX file, a TRTModule for an engine, the model."""
     kind = target_kind(text)
     if kind == "onnx":
         from torchtrt_ext.validate import OnnxRuntimeModule
 
         return kind, OnnxRuntimeModule(text)
     if kind == "engine":
-        return kind, _load_engine_module(Path(text), allow_engine_host_code)
+        return kind, TRTModule(Engine.load(text), allow_engine_host_code=allow_engine_host_code)
     return kind, load_model(text).to(device=device, dtype=dtype)
 
 
 def device_for(choice: str, kinds: Sequence[str]) -> Any:
+    """The torch device of --device ``choice`` for targets of ``kinds``; NoGPUError where it needs a GPU torch lacks."""
     import torch
 
-    from torchtrt_ext.errors import MissingDependencyError
-
-    if "engine" in kinds and not torch.cuda.is_available():
-        raise MissingDependencyError(
+    if "engine" in kinds and not torch.cuda.is_available():  # before any engine is loaded
+        raise NoGPUError(
             "running an engine needs a CUDA GPU, and torch sees none",
             remedy="run it on the target GPU, or compare with the ONNX export on onnxruntime instead (torchtrt-ext "
             "validate MODEL model.onnx)")
@@ -164,6 +148,6 @@ def device_for(choice: str, kinds: Sequence[str]) -> Any:
     if choice not in ("cpu", "cuda") and not re.fullmatch(r"cuda:\d+", choice):
         raise CliError(f"--device {choice!r} is not a device. Remedy: use cpu, cuda or cuda:N")
     if choice.startswith("cuda") and not torch.cuda.is_available():
-        raise MissingDependencyError(f"--device {choice} but torch sees no CUDA GPU", remedy="use --device cpu")
+        raise NoGPUError(f"--device {choice} but torch sees no CUDA GPU", remedy="use --device cpu")
     return torch.device(choice)
 

@@ -11,6 +11,7 @@ from torchtrt_ext.cli._targets import check_engine_host_code, device_for, exampl
 
 
 def run(args: argparse.Namespace) -> tuple[int, Any, str]:
+    """Time every target on the same inputs: (exit code, JSON data, text)."""
     import torch
 
     from torchtrt_ext.bench import benchmark

@@ -34,6 +34,7 @@ def _profiles(args: argparse.Namespace) -> dict[str, tuple[tuple[int, ...], ...]
 
 
 def run(args: argparse.Namespace) -> tuple[int, Any, str]:
+    """Build an engine file from an ONNX file: (exit code, JSON data, text)."""
     onnx_path = existing(args.onnx, "ONNX file")
     output = output_path(args.output, onnx_path)
     profiles = _profiles(args)

@@ -15,6 +15,7 @@ from torchtrt_ext.compile import run_passes
 
 
 def run(args: argparse.Namespace) -> tuple[int, Any, str]:
+    """Export the model spec to ONNX (fused unless --no-fuse): (exit code, JSON data, text)."""
     import torchtrt_ext
 
     shapes = shapes_arg(args.input_shape)

@@ -15,6 +15,7 @@ from torchtrt_ext.passes.onnx_util import read_onnx
 
 
 def engine_table(meta: Any) -> str:
+    """What ``inspect`` prints for an engine: its target, precision, plugins, inputs, outputs and profiles."""
     from torchtrt_ext.validate import format_table
 
     lines = [f"engine for {meta.describe_target()}",
@@ -33,6 +34,7 @@ def engine_table(meta: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> tuple[int, Any, str]:
+    """The doctor report of an ONNX file or the metadata of an engine file: (exit code, JSON data, text)."""
     path = existing(args.path, "file")
     if is_engine_file(path):
         from torchtrt_ext.backend import Engine

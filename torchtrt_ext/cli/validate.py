@@ -13,6 +13,7 @@ from torchtrt_ext.validate import PRECISIONS as TOLERANCE_PRECISIONS
 
 
 def run(args: argparse.Namespace) -> tuple[int, Any, str]:
+    """Compare the candidate with the reference on random inputs: (exit code, JSON data, text)."""
     from torchtrt_ext.validate import validate
 
     if args.precision is not None and args.precision not in TOLERANCE_PRECISIONS:
