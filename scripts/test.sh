@@ -7,4 +7,5 @@ VENV=${VENV:-.venv}
 "$VENV/bin/python" -m pytest "$@"
 # Type check the TensorRT-facing modules against tensorrt-stubs (installed apart from the venv, see mypy.ini).
 "$VENV/bin/python" -m tests.backend.trt_stubs
-"$VENV/bin/python" -m mypy torchtrt_ext/backend torchtrt_ext/runtime.py torchtrt_ext/cache.py torchtrt_ext/compile.py
+"$VENV/bin/python" -m mypy torchtrt_ext/backend torchtrt_ext/runtime.py torchtrt_ext/cache.py torchtrt_ext/compile.py \
+    torchtrt_ext/cli torchtrt_ext/passes/precision.py
