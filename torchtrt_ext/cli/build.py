@@ -10,9 +10,9 @@ from torchtrt_ext.backend.adapter import BACKENDS
 from torchtrt_ext.backend.plugins import PLUGIN_MODES
 from torchtrt_ext.cli._args import add_common, existing, output_path, parse_named_shapes, positive_int
 from torchtrt_ext.cli._errors import CliError
-from torchtrt_ext.errors import ExitCode
 from torchtrt_ext.cli._targets import custom_nodes
 from torchtrt_ext.compile import run_passes
+from torchtrt_ext.errors import ExitCode
 from torchtrt_ext.passes.onnx_util import read_onnx
 from torchtrt_ext.passes.precision import PRECISIONS
 

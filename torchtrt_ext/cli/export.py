@@ -9,9 +9,9 @@ from torchtrt_ext._files import save_onnx
 from torchtrt_ext._progress import ticking
 from torchtrt_ext.cli._args import add_common, add_inputs, dtype_of, output_path, shapes_arg
 from torchtrt_ext.cli._errors import CliError
-from torchtrt_ext.errors import ExitCode
 from torchtrt_ext.cli._targets import custom_nodes, examples_for, load_model, spec_file
 from torchtrt_ext.compile import run_passes
+from torchtrt_ext.errors import ExitCode
 
 
 def run(args: argparse.Namespace) -> tuple[int, Any, str]:

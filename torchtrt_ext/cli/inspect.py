@@ -5,12 +5,12 @@ import argparse
 from typing import Any
 
 from torchtrt_ext.backend.adapter import BACKENDS
-from torchtrt_ext.backend.engine import is_engine_file
+from torchtrt_ext.backend.engine import Engine, is_engine_file
 from torchtrt_ext.backend.plugins import recorded_ops
 from torchtrt_ext.cli._args import add_common, existing
 from torchtrt_ext.cli._errors import CliError
-from torchtrt_ext.errors import ExitCode
 from torchtrt_ext.doctor import report as doctor
+from torchtrt_ext.errors import ExitCode, InvalidInputError
 from torchtrt_ext.passes.onnx_util import read_onnx
 
 
@@ -37,12 +37,8 @@ def run(args: argparse.Namespace) -> tuple[int, Any, str]:
     """The doctor report of an ONNX file or the metadata of an engine file: (exit code, JSON data, text)."""
     path = existing(args.path, "file")
     if is_engine_file(path):
-        from torchtrt_ext.backend import Engine
-
         meta = Engine.load(path).metadata
         return ExitCode.OK, {"kind": "engine", **meta.to_json()}, engine_table(meta)
-    from torchtrt_ext.errors import InvalidInputError
-
     try:
         model = read_onnx(path)
     except InvalidInputError:

@@ -7,8 +7,8 @@ from typing import Any
 
 from torchtrt_ext.cli._args import add_common, add_engine_host_code, add_inputs, dtype_of, shapes_arg
 from torchtrt_ext.cli._errors import CliError
-from torchtrt_ext.errors import ExitCode
 from torchtrt_ext.cli._targets import check_engine_host_code, device_for, examples_for, open_target, target_kind
+from torchtrt_ext.errors import ExitCode
 from torchtrt_ext.validate import PRECISIONS as TOLERANCE_PRECISIONS
 
 
