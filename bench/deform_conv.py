@@ -6,7 +6,7 @@
 Cases (``CASES``) follow the first H200 reference measurements and issue 17 (3x3, padding 1, one offset group, offsets
 with sigma = 2 pixels, random mask, bias). Methods:
   plugin      the launcher torchtrt_ext_deform_conv2d on NCHW tensors, as the TensorRT plugins' enqueue calls it
-              (ops/_deform_conv2d_full.deform_conv2d_full): transpose, sampling, GEMM with the bias (cuBLASLt's;
+              (ops/_deform_conv2d_launcher.deform_conv2d_full): transpose, sampling, GEMM with the bias (cuBLASLt's;
               TORCHTRT_EXT_CUBLASLT=0 times our own tensor-core GEMM)
   plugin_cl   the same launcher on a channels-last input (what the plugin gets when TensorRT hands it kHWC8/kHWC)
   eager       the public ops.deform_conv2d on CUDA tensors (the same launcher behind the op's dispatch)
@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from torchtrt_ext.ops import deform_conv2d
-from torchtrt_ext.ops._deform_conv2d_full import deform_conv2d_full
+from torchtrt_ext.ops._deform_conv2d_launcher import deform_conv2d_full
 from torchtrt_ext.ops.deform_conv2d import torch_deform_conv2d
 from _timing import DeviceTimer, rel_error  # bench/_timing.py (scripts run from bench/ on sys.path)
 

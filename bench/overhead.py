@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 import torchtrt_ext
 from torchtrt_ext import ops
-from torchtrt_ext.ops._deform_conv2d_full import deform_conv2d_full
+from torchtrt_ext.ops._deform_conv2d_launcher import deform_conv2d_full
 from torchtrt_ext.ops._l2norm_cuda import l2norm_cuda, l2norm_cuda_unchecked
 
 L2NORM_SMALL = [(1, 64, 80, 80), (1, 512, 38, 38)]

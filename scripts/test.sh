@@ -9,4 +9,4 @@ VENV=${VENV:-.venv}
 # installed apart from the venv, see mypy.ini).
 "$VENV/bin/python" -m tests.backend.trt_stubs
 "$VENV/bin/python" -m mypy torchtrt_ext/ops torchtrt_ext/passes torchtrt_ext/backend torchtrt_ext/runtime.py \
-    torchtrt_ext/cache.py torchtrt_ext/compile.py
+    torchtrt_ext/cache.py torchtrt_ext/compile.py torchtrt_ext/cli

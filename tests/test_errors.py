@@ -24,10 +24,8 @@ def test_keywords_give_the_same_fields_and_text() -> None:
 def test_the_command_line_reads_the_fields_not_the_text() -> None:
     """A what that itself mentions 'Remedy:' stays whole: nothing splits the message."""
     error = BuildError("the plan says 'Remedy: none'. It failed", expected="a plan", remedy="rebuild")
-    assert cli.error_line(error, cli.EXIT_USAGE) == ("the plan says 'Remedy: none'. It failed. Expected: a plan. "
-                                                    "Remedy: rebuild")
-    assert cli.error_line(ValueError("odd"), cli.EXIT_INTERNAL) == ("ValueError: odd. Remedy: rerun with --verbose "
-                                                                     "for the details")
+    assert cli.error_line(error) == "the plan says 'Remedy: none'. It failed. Expected: a plan. Remedy: rebuild"
+    assert cli.error_line(ValueError("odd")) == "ValueError: odd. Remedy: rerun with --verbose for the details"
 
 
 def test_unknown_op_is_a_key_error_with_a_remedy() -> None:

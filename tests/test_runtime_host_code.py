@@ -23,7 +23,7 @@ from torchtrt_ext.backend import Engine, build_engine
 from torchtrt_ext.backend.adapter import load_backend
 from torchtrt_ext.backend.plugin_plan import OpPlan, PluginPlan
 from torchtrt_ext.cache import cached_build_engine
-from torchtrt_ext.errors import HostCodeNotAllowedError, LibraryNotFoundError
+from torchtrt_ext.errors import ExitCode, HostCodeNotAllowedError, LibraryNotFoundError
 from torchtrt_ext.ops import PluginRef
 from torchtrt_ext.runtime import TRTModule, create_runtime
 
@@ -86,16 +86,16 @@ def test_load_with_the_opt_in(carrying: Engine, tmp_path: Path) -> None:
 def test_cli_inspect_needs_no_opt_in_and_run_commands_refuse(carrying: Engine, tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     path = str(carrying.save(tmp_path / "handed_over.engine"))
-    assert cli.main(["inspect", path]) == cli.EXIT_OK
+    assert cli.main(["inspect", path]) == ExitCode.OK
     assert "carries host code (embedded plugin library): running it needs --allow-engine-host-code" in \
         capsys.readouterr().out
     model = "tests.cli.models:make_head"
     for argv in (["validate", model, path], ["bench", path, "--input-shape", "x:1x3x8x8"]):
-        assert cli.main(argv) == cli.EXIT_USAGE
+        assert cli.main(argv) == ExitCode.USAGE
         err = capsys.readouterr().err
         assert "carries host code" in err and "--allow-engine-host-code" in err, err
     if not torch.cuda.is_available():  # with the opt-in, the next thing missing here is the GPU
-        assert cli.main(["validate", model, path, "--allow-engine-host-code"]) == cli.EXIT_MISSING
+        assert cli.main(["validate", model, path, "--allow-engine-host-code"]) == ExitCode.MISSING
         assert "needs a CUDA GPU" in capsys.readouterr().err
 
 

@@ -1,2 +1,3 @@
-"""The package version, in a module of its own so modules below the package root can read it without importing it."""
+"""The package version: the one place it is written (pyproject.toml reads it, the engine metadata and the cache key
+record it)."""
 __version__ = "0.1.0"

@@ -1,6 +1,21 @@
 """The project's exception family. Every error says what failed, what was expected and the remedy, and carries them
-as fields (``what``, ``expected``, ``remedy``) so that no caller parses the message text back."""
+as fields (``what``, ``expected``, ``remedy``) so that no caller parses the message text back, and its class names the
+exit code the ``torchtrt-ext`` command returns for it (``exit_code``)."""
 from __future__ import annotations
+
+import enum
+from typing import ClassVar
+
+
+class ExitCode(enum.IntEnum):
+    """The exit codes of the ``torchtrt-ext`` command."""
+
+    OK = 0
+    FAILED = 1  # validation failed (an output out of tolerance), or a benchmark candidate failed
+    USAGE = 2  # bad arguments or input: a missing or unreadable file, a bad shape, an unknown precision, ...
+    MISSING = 3  # a missing dependency or runtime: TensorRT, onnxruntime, a GPU, an engine built for another one
+    BUILD = 4  # export or engine build failed
+    INTERNAL = 5  # an unexpected error (a bug): the traceback is printed with --verbose
 
 
 class Failure(str):
@@ -25,6 +40,8 @@ class TorchTRTExtError(Exception):
     are the fields ``what``, ``expected`` and ``remedy`` (empty when the message gave none).
     """
 
+    exit_code: ClassVar[ExitCode] = ExitCode.BUILD  # the pipeline failed, unless a subclass says what else
+
     def __init__(self, message: str = "", *, expected: str = "", remedy: str = "") -> None:
         if isinstance(message, Failure):
             what, expected, remedy = message.what, message.expected, message.remedy
@@ -38,9 +55,13 @@ class TorchTRTExtError(Exception):
 class InvalidAttributeError(TorchTRTExtError, ValueError):
     """An op attribute is unknown, of the wrong type, or out of its allowed range."""
 
+    exit_code = ExitCode.USAGE
+
 
 class InvalidInputError(TorchTRTExtError, ValueError):
     """A tensor or example input does not fit what the op, model or engine expects."""
+
+    exit_code = ExitCode.USAGE
 
 
 class OpDefinitionError(TorchTRTExtError, TypeError):
@@ -60,13 +81,19 @@ class ExportError(TorchTRTExtError, RuntimeError):
 class MissingDependencyError(TorchTRTExtError, ImportError):
     """An optional dependency (tensorrt, tensorrt_rtx, onnxruntime, ...) is not installed."""
 
+    exit_code = ExitCode.MISSING
+
 
 class LibraryNotFoundError(TorchTRTExtError, FileNotFoundError):
     """A native library (CUDA kernels or TensorRT plugins) was not built or cannot be loaded."""
 
+    exit_code = ExitCode.MISSING
+
 
 class CudaMismatchError(TorchTRTExtError, ImportError):
     """The native libraries were built for another CUDA major version than the process's (torch's) CUDA runtime."""
+
+    exit_code = ExitCode.MISSING
 
 
 class KernelError(TorchTRTExtError, RuntimeError):
@@ -88,21 +115,31 @@ class OnnxParseError(BuildError):
 class EngineCompatibilityError(TorchTRTExtError, RuntimeError):
     """A serialized engine was built for another GPU, TensorRT version or plugin library."""
 
+    exit_code = ExitCode.MISSING
+
 
 class CorruptEngineError(EngineCompatibilityError):
     """An engine file is truncated, has a bad checksum, or is not an engine file at all."""
+
+    exit_code = ExitCode.USAGE
 
 
 class HostCodeNotAllowedError(TorchTRTExtError, PermissionError):
     """An engine carries host code (an embedded plugin library) and the caller did not allow it to run."""
 
+    exit_code = ExitCode.USAGE
+
 
 class NoGPUError(TorchTRTExtError, RuntimeError):
     """A TensorRT engine needs a CUDA GPU and torch sees none."""
 
+    exit_code = ExitCode.MISSING
+
 
 class ValidationFailedError(TorchTRTExtError, AssertionError):
     """Raised by ``ValidationReport.check()`` when an output is out of tolerance."""
+
+    exit_code = ExitCode.FAILED
 
 
 def failure(what: str, expected: str, remedy: str) -> Failure:

@@ -351,7 +351,6 @@ class TRTModule(torch.nn.Module):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self.__dict__.setdefault("allow_engine_host_code", False)  # pickled before the option existed
         self._lock = threading.Lock()
 
     # -- execution

@@ -30,12 +30,11 @@
 // lo = bf16(x - hi) (x = hi + lo within 2^-18 |x|), a group's rows as [hi rows | lo rows] in the columns and
 // [lo rows | hi rows] in the prepared weight, the same bytes as float32. Two GEMMs with FP32 sums and a float32 output
 // then give the three products that matter: lo_w * hi_c + hi_w * lo_c (one GEMM of 2 * rows_pad steps), then
-// hi_w * hi_c added to it (beta = 1), so the large products sum apart from the small ones. H200, 8x256x64x64 (issue
-// 17): relative error against float64 4.2e-6, the two GEMMs 114 + 77 us, where true FP32 (CUBLAS_COMPUTE_32F,
-// 1.4e-6) took 743 us. bench/fp32_gemm.py times the alternatives: TF32 pairs (3xTF32) keep 5.4e-6 but take 2.1x
-// as long (TF32 runs at half bf16's rate); all three products in ONE GEMM give 1.3e-5 (bf16; 1.2e-5 was TF32's in
-// session 7), since the tensor cores' FP32 sums lose bits against the large running sum. Where cuBLASLt has no bf16
-// algorithm, float32 runs one true FP32 GEMM.
+// hi_w * hi_c added to it (beta = 1), so the large products sum apart from the small ones: the tensor cores' FP32
+// sums lose bits against a large running sum, so all three products in one GEMM are less accurate. bf16 pairs, not
+// TF32 pairs, because TF32 runs at half bf16's rate; true FP32 GEMMs are several times slower still (the figures
+// and bench/fp32_gemm.py, which times the alternatives: bench/README.md). Where cuBLASLt has no bf16 algorithm,
+// float32 runs one true FP32 GEMM.
 //
 // Our own GEMM (no cuBLASLt): out[img][g * Mg + m][p] = sum_r prep[g * Mg + m][r] * columns[img * P + p][g * rows_pad
 // + r] over the rows_pad rows, both operands K-contiguous ("TN"). Block tile kBM x kBN (output channels x pixels of
@@ -80,7 +79,7 @@ inline bool aligned16(void const* ptr) { return reinterpret_cast<uintptr_t>(ptr)
 
 // ------------------------------------------------------------------------------------------ per-device state
 // What a launch needs to know about its device, looked up once per device and cached: the host time of the
-// cudaDeviceGetAttribute and cudaFuncSetAttribute calls is comparable to a small problem's GPU time (issue 21).
+// cudaDeviceGetAttribute and cudaFuncSetAttribute calls is comparable to a small problem's GPU time.
 // Caches are lock-free atomics; threads racing on a first lookup store the same value. Devices at or beyond
 // kCachedDevices are looked up on every call.
 constexpr int kCachedDevices = 64;
@@ -192,8 +191,8 @@ inline int64_t columnsBytes(OpSizes const& s) {
 }
 
 // -------------------------------------------------------------------------------------------------- transpose
-// dst[n][p][c] = src[n][c][p] for every image (p: height * width pixels), through 32x32 shared-memory tiles.
-// (64x64 tiles, 16 elements per thread, were slower on the H200: 31 vs 28 us at 8x256x64x64 fp16.)
+// dst[n][p][c] = src[n][c][p] for every image (p: height * width pixels), through 32x32 shared-memory tiles (64x64
+// tiles were slower: bench/README.md).
 template <typename T>
 __global__ void nchwToNhwcKernel(T const* __restrict__ src, T* __restrict__ dst, int64_t images, int64_t channels,
                                  int64_t pixels) {
@@ -219,8 +218,8 @@ __global__ void nchwToNhwcKernel(T const* __restrict__ src, T* __restrict__ dst,
 // dst[n][p][c] = src[n][c][p] with 8-byte loads and 16-byte stores through 64x64 shared-memory tiles, when pixels
 // and pointers allow (pixels % (8 / sizeof(T)) == 0, channels % (16 / sizeof(T)) == 0, src 8-byte and dst 16-byte
 // aligned). Shared memory holds 32-bit words: a float, or for 16-bit types the pair of channels (2c, 2c + 1) of one
-// pixel, so a 16-byte store gathers 4 words (the scalar kernel above moved 2-byte elements one by one, and a first
-// wide kernel 2-byte words: 30 us for the 34 MB of 8x256x64x64 fp16 on the H200, against 23 us for fp32's 67 MB).
+// pixel, so a 16-byte store gathers 4 words: moving 16-bit types as 2-byte elements or words leaves them slower per
+// byte than float32 (bench/README.md).
 constexpr int kWideTile = 64;
 template <typename T>
 __global__ void __launch_bounds__(256) nchwToNhwcWideKernel(T const* __restrict__ src, T* __restrict__ dst,
@@ -293,7 +292,7 @@ struct SampleParams {
 };
 
 // The prepared weight (see the top of this file), written by the first pass's sampling launch besides its columns
-// (one launch less: H200, 4x128x100x76 fp16, a kernel of its own took 2.1 us plus the gap between launches).
+// (one launch less: a kernel of its own costs about as much as the gap between launches on small problems).
 // total = 0: nothing to write. 32-bit indices (total <= kMaxWeightCopy) keep the sampling kernel's registers down.
 // Col: the element type of the columns and the prepared weight: T, or __nv_bfloat16 for a float32 op split into
 // bf16 pairs (see the top of this file), whose rows then hold the lo parts and the hi parts one after the other.
@@ -596,9 +595,8 @@ struct Tiling {
     static constexpr int kBM = WarpsM * TilesM * 16, kBN = WarpsN * TilesN * 8;
 };
 // Large problems: fp16/bf16 128 x 128 per block (64x32 warp tiles, 2 blocks per SM); float32 64 x 256 (32x64 warp
-// tiles, its split fragments and partial sums double the registers). Measured on the H200 at 8x256x64x64 fp16:
-// 128 x 256 blocks (64x64 warp tiles, 1 block per SM) 195 us, reduction steps of 64 per stage 174, this 178; float32
-// 64 x 256 gave 843 us against 931 for 64 x 128.
+// tiles, its split fragments and partial sums double the registers): the fastest of the tilings measured (bench/
+// README.md).
 template <typename T>
 using LargeTiling = std::conditional_t<std::is_same_v<T, float>, Tiling<2, 4, 2, 8, 32, 3, 1>, Tiling<2, 4, 4, 4, 32, 4, 2>>;
 // Problems with fewer large tiles than multiprocessors: 64 x 32 per block, 4 warps.
@@ -961,7 +959,7 @@ bool chooseRoute(Route& r, OpSizes const& s, Device const& dev, int64_t room, vo
 }
 
 // Channels per thread: a 16-byte store of columns (split: 8 floats, two 16-byte loads per corner, for 16-byte stores
-// of the hi and the lo parts; 4 floats and 8-byte stores took 221.7 us instead of 144.1 at 8x256x64x64 on the H200).
+// of the hi and the lo parts; 4 floats with 8-byte stores are slower: bench/README.md).
 template <typename Col>
 constexpr int kSampleVec = 16 / sizeof(Col);
 
@@ -996,8 +994,8 @@ cudaError_t runPasses(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t,
                           s.pad_w, s.dil_h, s.dil_w, taps, pixels, s.offset_groups, s.channels / s.groups,
                           s.channels / s.offset_groups, s.rows(), rp, parts * s.ld()};
     constexpr int kVec = kSampleVec<Col>;
-    // Runs of kVec channels when the channel counts and the pointer allow. (A thread per channel for small problems,
-    // for more threads in flight, was slower on the H200: 1x64x40x40 sampling 14.2 vs 9.3 us fp32, 13.2 vs 11.6 fp16.)
+    // Runs of kVec channels when the channel counts and the pointer allow (even for small problems, where a thread
+    // per channel would put more threads in flight, runs are faster: bench/README.md).
     bool const vec = sp.per_group % kVec == 0 && sp.per_offset_group % kVec == 0 && aligned16(nhwc);
     for (int64_t n0 = 0; n0 < s.n; n0 += route.slice) {
         int64_t const m = std::min(route.slice, s.n - n0);

@@ -40,7 +40,7 @@ extern "C" {
 #define TORCHTRT_EXT_DCN_NCHW 0           // contiguous [n][channels][height][width]: transposed in the workspace
 #define TORCHTRT_EXT_DCN_CHANNELS_LAST 1  // memory [n][height][width][channels]: read as it is
 
-// Everything a call needs besides pointers (mirrored once, as a ctypes.Structure, in ops/_deform_conv2d_full.py).
+// Everything a call needs besides pointers (mirrored once, as a ctypes.Structure, in ops/_deform_conv2d_launcher.py).
 // Sizes: n, channels, out_channels >= 0; height, width, kernel sizes, strides, dilations, groups, offset_groups >= 1;
 // pads >= 0; channels and out_channels divisible by groups, channels by offset_groups; a kernel that fits the padded
 // input (an output of at least 1x1); a prepared weight of out_channels * rows_pad < 2^31 elements (rows_pad:

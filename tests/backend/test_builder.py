@@ -82,7 +82,7 @@ def test_python_plugins_on_rtx_are_refused_before_the_parser(rtx: str, l2norm_on
 
 
 _PARSE_IN_A_FRESH_PROCESS = """
-from tests.backend.conftest import raw_custom_graph
+from tests.helpers import raw_custom_graph
 from torchtrt_ext.backend import build_engine
 from torchtrt_ext.errors import BuildError
 try:

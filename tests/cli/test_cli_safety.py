@@ -15,6 +15,7 @@ import torch
 import torchtrt_ext
 from tests.cli.models import make_relu_normalize
 from torchtrt_ext import cli
+from torchtrt_ext.errors import ExitCode
 
 REPO = Path(__file__).resolve().parents[2]
 HEAD = "tests.cli.models:make_head"
@@ -70,7 +71,7 @@ def test_export_refuses_to_overwrite_the_model_source(tmp_path: Path, capsys: py
     before = source.read_text()
     code = cli.main(["export", f"{source}:make", "--input-shape", "x:1x4", "-o", str(source)])
     line = _one_error_line(capsys)
-    assert code == cli.EXIT_USAGE and "is this command's input" in line and "Remedy: give another output" in line
+    assert code == ExitCode.USAGE and "is this command's input" in line and "Remedy: give another output" in line
     assert source.read_text() == before
 
 
@@ -79,7 +80,7 @@ def test_build_refuses_to_overwrite_its_onnx(unfused_onnx: Path, tmp_path: Path,
     copy = tmp_path / "h.onnx"
     copy.write_bytes(unfused_onnx.read_bytes())
     code = cli.main(["build", str(copy), "-o", str(copy)])
-    assert code == cli.EXIT_USAGE and "is this command's input" in _one_error_line(capsys)
+    assert code == ExitCode.USAGE and "is this command's input" in _one_error_line(capsys)
     assert copy.read_bytes() == unfused_onnx.read_bytes()
 
 
@@ -102,7 +103,7 @@ def test_corrupt_or_empty_onnx_is_bad_input(broken_onnx: dict[str, Path], tmp_pa
             "validate": ["validate", NORMALIZE, path, "--input-shape", "x:2x8"]}[command]
     code = cli.main(argv)
     line = _one_error_line(capsys)
-    assert code == cli.EXIT_USAGE, line
+    assert code == ExitCode.USAGE, line
     assert "fp32" not in line and "internal error" not in line and "Remedy:" in line
 
 
@@ -134,10 +135,10 @@ def test_json_stdout_is_one_document_after_an_fp16_rtx_build(unfused_onnx: Path,
 
 def test_json_keeps_native_stdout_writes_off_stdout() -> None:
     """A library writing to file descriptor 1 itself (as TensorRT does with some warnings) must not corrupt --json."""
-    script = ("import os, sys\nfrom torchtrt_ext import cli\n"
+    script = ("import os, sys\nfrom torchtrt_ext import cli\nfrom torchtrt_ext.cli import inspect\n"
               "def noisy(args):\n    os.write(1, b'WARNING: native\\n')\n    print('python print')\n"
               "    return 0, {'ok': True}, 'text'\n"
-              "cli.cmd_inspect = noisy  # build_parser binds the handler when main() calls it\n"
+              "inspect.run = noisy  # build_parser binds the handler when main() calls it\n"
               "sys.exit(cli.main(['inspect', 'x.onnx', '--json']))\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, text=True, capture_output=True,
@@ -159,14 +160,14 @@ def test_export_in_float16(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 # --------------------------------------------------------------------------- item 14: smaller ones
 def test_workspace_must_be_positive(unfused_onnx: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = cli.main(["build", str(unfused_onnx), "-o", str(tmp_path / "x.engine"), "--workspace", "-1"])
-    assert code == cli.EXIT_USAGE and "--workspace" in _one_error_line(capsys)
+    assert code == ExitCode.USAGE and "--workspace" in _one_error_line(capsys)
 
 
 def test_output_folder_must_exist(unfused_onnx: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     target = tmp_path / "nonexistent" / "x.engine"
     code = cli.main(["build", str(unfused_onnx), "-o", str(target), "--backend", "tensorrt_rtx"])
     line = _one_error_line(capsys)
-    assert code == cli.EXIT_USAGE and "does not exist" in line and "mkdir -p" in line
+    assert code == ExitCode.USAGE and "does not exist" in line and "mkdir -p" in line
     assert not target.parent.exists()
 
 

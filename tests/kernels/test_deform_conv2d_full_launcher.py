@@ -57,7 +57,7 @@ def _library() -> ctypes.CDLL:
 
 
 def _workspace_size(desc: Any) -> int:
-    from torchtrt_ext.ops._deform_conv2d_full import _functions
+    from torchtrt_ext.ops._deform_conv2d_launcher import _functions
 
     _library()
     return int(_functions()[1](ctypes.byref(desc)))
@@ -79,7 +79,7 @@ def _sizes(n: int = 2, c: int = 16, h: int = 12, w: int = 10, c_out: int = 32, k
            stride: int = 1, pad: int = 1, dil: int = 1, groups: int = 1, og: int = 1, elem: int = 4,
            dtype: int | None = None, layout: int = 0) -> Any:
     """The launcher's descriptor (dtype code from elem: 4 float32, 2 float16, unless given)."""
-    from torchtrt_ext.ops._deform_conv2d_full import Desc
+    from torchtrt_ext.ops._deform_conv2d_launcher import Desc
 
     code = dtype if dtype is not None else {4: 0, 2: 1}.get(elem, 7)
     return Desc(n, c, h, w, c_out, kh, kw, stride, stride, pad, pad, dil, dil, groups, og, code, layout)
@@ -159,7 +159,7 @@ def test_workspace_size_rejects_a_prepared_weight_of_2_to_the_31_elements() -> N
 
 
 def _call(desc: Any, ptrs: list, workspace_bytes: int) -> int:
-    from torchtrt_ext.ops._deform_conv2d_full import Tensors, _functions
+    from torchtrt_ext.ops._deform_conv2d_launcher import Tensors, _functions
 
     _library()
     return int(_functions()[0](ctypes.byref(desc), ctypes.byref(Tensors(*ptrs[:6])), ptrs[6], workspace_bytes, None))
@@ -183,7 +183,7 @@ def test_launcher_rejects_bad_arguments_before_touching_the_gpu(elem: int) -> No
 
 def test_python_binding_reports_rejected_sizes() -> None:
     _library()
-    from torchtrt_ext.ops._deform_conv2d_full import workspace_size
+    from torchtrt_ext.ops._deform_conv2d_launcher import workspace_size
 
     assert workspace_size((2, 16, 12, 10), (32, 16, 3, 3), (1, 1), (1, 1), (1, 1), 1, 1, torch.float32) == \
         _workspace_size(_sizes())
@@ -225,7 +225,7 @@ def _reference_f64(t: dict, dtype: torch.dtype) -> torch.Tensor:
 
 
 def _run(t: dict, dtype: torch.dtype, workspace_bytes: int | None = None) -> torch.Tensor:
-    from torchtrt_ext.ops._deform_conv2d_full import deform_conv2d_full
+    from torchtrt_ext.ops._deform_conv2d_launcher import deform_conv2d_full
 
     dev = {k: (v.to("cuda", dtype) if isinstance(v, torch.Tensor) else v) for k, v in t.items()}
     out = deform_conv2d_full(dev["input"], dev["offset"], dev["weight"], dev["bias"], dev["mask"], t["stride"],
@@ -267,7 +267,7 @@ def test_float32_keeps_its_accuracy_at_any_magnitude(scale: float) -> None:
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
 def test_a_workspace_of_one_image_gives_the_same_result_in_several_passes(dtype: torch.dtype) -> None:
     _library()
-    from torchtrt_ext.ops._deform_conv2d_full import workspace_size
+    from torchtrt_ext.ops._deform_conv2d_launcher import workspace_size
 
     t = _make((5,) + CASES["groups2_offset_groups2"][1:])  # 5 images
     shape, wshape = tuple(t["input"].shape), tuple(t["weight"].shape)
@@ -289,7 +289,7 @@ def test_a_workspace_of_one_image_gives_the_same_result_in_several_passes(dtype:
 def test_misaligned_pointers_take_the_unaligned_paths(dtype: torch.dtype) -> None:
     """Every tensor (and a channels-last input) one element past a 16-byte boundary: same result as aligned."""
     _library()
-    from torchtrt_ext.ops._deform_conv2d_full import deform_conv2d_full
+    from torchtrt_ext.ops._deform_conv2d_launcher import deform_conv2d_full
 
     t = _make(CASES["groups2_offset_groups2"])
     dev = {k: (v.to("cuda", dtype) if isinstance(v, torch.Tensor) else v) for k, v in t.items()}
@@ -318,7 +318,7 @@ def test_misaligned_pointers_take_the_unaligned_paths(dtype: torch.dtype) -> Non
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
 def test_channels_last_input_is_read_as_it_is(dtype: torch.dtype) -> None:
     _library()
-    from torchtrt_ext.ops._deform_conv2d_full import deform_conv2d_full, workspace_size
+    from torchtrt_ext.ops._deform_conv2d_launcher import deform_conv2d_full, workspace_size
 
     t = _make(CASES["bias_and_mask"])
     dev = {k: (v.to("cuda", dtype) if isinstance(v, torch.Tensor) else v) for k, v in t.items()}
@@ -337,7 +337,7 @@ def test_channels_last_input_is_read_as_it_is(dtype: torch.dtype) -> None:
 def test_a_workspace_full_of_nan_does_not_leak_into_the_output(dtype: torch.dtype) -> None:
     """The padding rows of each group's columns are written (zeros), never read as whatever the workspace held."""
     _library()
-    from torchtrt_ext.ops._deform_conv2d_full import Tensors, describe, desc_workspace_size, launch_desc
+    from torchtrt_ext.ops._deform_conv2d_launcher import Tensors, describe, desc_workspace_size, launch_desc
 
     t = _make(CASES["odd_channels_groups3"])
     dev = {k: (v.to("cuda", dtype) if isinstance(v, torch.Tensor) else v) for k, v in t.items()}
@@ -359,7 +359,7 @@ def test_a_workspace_full_of_nan_does_not_leak_into_the_output(dtype: torch.dtyp
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
 def test_empty_batch_and_no_input_channels(dtype: torch.dtype) -> None:
     _library()
-    from torchtrt_ext.ops._deform_conv2d_full import deform_conv2d_full
+    from torchtrt_ext.ops._deform_conv2d_launcher import deform_conv2d_full
 
     empty = _make((0,) + CASES["bias_only"][1:])
     dev = {k: (v.to("cuda", dtype) if isinstance(v, torch.Tensor) else v) for k, v in empty.items()}

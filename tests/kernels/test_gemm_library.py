@@ -30,7 +30,7 @@ def _python(code: str, **env: str) -> str:
 def test_turned_off_by_the_environment() -> None:
     kernels_library_or_skip()
     out = _python("""
-        from torchtrt_ext.ops._deform_conv2d_full import gemm_library
+        from torchtrt_ext.ops._deform_conv2d_launcher import gemm_library
         print(gemm_library())
     """, TORCHTRT_EXT_CUBLASLT="0")
     assert out.strip() == "own tensor-core GEMM (cuBLASLt turned off by TORCHTRT_EXT_CUBLASLT=0)"
@@ -39,7 +39,7 @@ def test_turned_off_by_the_environment() -> None:
 def test_a_file_that_does_not_load_is_named_with_the_loader_error_and_the_remedy() -> None:
     kernels_library_or_skip()
     out = _python("""
-        from torchtrt_ext.ops._deform_conv2d_full import gemm_library
+        from torchtrt_ext.ops._deform_conv2d_launcher import gemm_library
         print(gemm_library())
     """, TORCHTRT_EXT_CUBLASLT="/nonexistent/libcublasLt.so.13")
     assert out.startswith("own tensor-core GEMM (/nonexistent/libcublasLt.so.13 could not be loaded: ")
@@ -50,7 +50,7 @@ def test_the_first_launch_logs_the_fallback_once_as_a_warning() -> None:
     kernels_library_or_skip()
     out = _python("""
         import logging
-        from torchtrt_ext.ops import _deform_conv2d_full as full
+        from torchtrt_ext.ops import _deform_conv2d_launcher as full
         records = []
         handler = logging.Handler()
         handler.emit = records.append
@@ -67,7 +67,7 @@ def test_torch_cuda_brings_cublaslt_and_the_op_uses_it() -> None:
     kernels_library_or_skip()
     out = _python("""
         import torch  # its CUDA wheels load libcublasLt, which the launcher then finds by name
-        from torchtrt_ext.ops._deform_conv2d_full import gemm_library
+        from torchtrt_ext.ops._deform_conv2d_launcher import gemm_library
         torch.ones(4, 4, device="cuda") @ torch.ones(4, 4, device="cuda")
         print(gemm_library())
     """)
@@ -82,7 +82,7 @@ def test_without_cublaslt_our_own_gemm_matches_float64(dtype: str) -> None:
         import torch
         from tests.helpers import rel_err
         from tests.kernels.test_deform_conv2d_full_launcher import CASES, TOLERANCES, _make, _reference_f64, _run
-        from torchtrt_ext.ops._deform_conv2d_full import gemm_library
+        from torchtrt_ext.ops._deform_conv2d_launcher import gemm_library
         dtype = torch.{dtype}
         worst = 0.0
         for name in ("bias_and_mask", "groups2_offset_groups2", "odd_channels_groups3", "large_tiling"):

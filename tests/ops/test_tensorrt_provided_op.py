@@ -10,7 +10,8 @@ import pytest
 import torch
 
 import torchtrt_ext
-from torchtrt_ext import _native, cli
+from torchtrt_ext import _native
+from torchtrt_ext.cli.inspect import engine_table
 from tests.helpers import ConvL2Norm, node_attrs, rel_err, run_onnx, stand_in_tensorrt
 from torchtrt_ext.backend import plugins
 from torchtrt_ext.backend.adapter import TRTApi, load_backend
@@ -109,7 +110,7 @@ def test_recorded_per_op_in_a_real_engine(rtx: str, exported: onnx.ModelProto, t
     ops = {op.op_type: op for op in Engine.load(path).metadata.plugin_plan.ops}
     assert ops["TestRelu_TRT"] == OpPlan(PluginRef("TestRelu_TRT", "1", "", PROVIDER_TENSORRT), "decompose")
     assert ops["L2Norm"] == OpPlan(PluginRef("L2Norm", "1", "torchtrt_ext", PROVIDER_OURS), ours)
-    table = cli._engine_table(Engine.load(path).metadata)  # what torchtrt-ext inspect prints for the engine
+    table = engine_table(Engine.load(path).metadata)  # what torchtrt-ext inspect prints for the engine
     assert "plugin ::TestRelu_TRT:1 (tensorrt): decompose" in table.splitlines()
 
 

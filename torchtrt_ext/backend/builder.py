@@ -27,6 +27,7 @@ import onnx
 import torch
 
 from torchtrt_ext import _version
+from torchtrt_ext.backend import remedies
 from torchtrt_ext.backend.adapter import TRTApi, load_backend
 from torchtrt_ext._files import atomic_write
 from torchtrt_ext.backend.engine import TRT_DTYPE_NAMES, Engine, EngineMetadata, TensorInfo
@@ -53,12 +54,7 @@ log = logging.getLogger("torchtrt_ext.backend")
 OnnxSource = Union[onnx.ModelProto, str, "os.PathLike[str]", bytes]
 DEFAULT_WORKSPACE = 4 << 30  # bytes; capped at half the GPU's memory when one is visible
 
-_PARSER_REMEDY = ("map the op to supported ops at export, decompose it (plugins='decompose'), or provide a plugin; "
-                  "for plugin nodes: load the plugin library and check the node's op_type, plugin_version and "
-                  "plugin_namespace")
 _NO_FAILING_NODE = "  (TensorRT reported no node; see the log 'torchtrt_ext.backend')"
-_BUILD_REMEDY = ("for 'could not find any implementation': try precision='fp32' or narrow the dynamic shape range "
-                 "(profiles=); read the TensorRT messages above (logger 'torchtrt_ext.backend')")
 
 
 def load_onnx(source: OnnxSource) -> onnx.ModelProto:
@@ -246,8 +242,7 @@ def network_from_onnx(api: TRTApi, model: onnx.ModelProto, plan: PluginPlan, log
     said = f"\nTensorRT said:\n{_said(records)}" if records is not None else ""
     # plugins='decompose' replaces torchtrt_ext nodes only: for nodes of other custom domains alone, it cannot help.
     foreign = bool(errors) and all(e.domain and e.domain != DOMAIN for e in errors)
-    remedy = _PARSER_REMEDY if not foreign else _PARSER_REMEDY.replace(
-        "decompose it (plugins='decompose')", "register it as a torchtrt_ext op with a decomposition (ops.OpSpec)")
+    remedy = remedies.parse_remedy([e.desc for e in errors] + [m for _, m in records or ()], foreign=foreign)
     raise OnnxParseError(f"{api.name} {api.version} could not parse the ONNX graph; failing nodes:\n"
                          f"{listed or _NO_FAILING_NODE}{said}",
                          expected="nodes TensorRT's ONNX parser supports, or plugin nodes whose plugin is loaded",
@@ -304,7 +299,7 @@ def engine_from_network(api: TRTApi, builder: trt_t.Builder, network: trt_t.INet
     if serialized is None:
         raise BuildError(f"{api.name} {api.version} failed to build the engine. TensorRT said:\n{_said(records)}",
                          expected="a network TensorRT can implement with the given precision and profiles",
-                         remedy=_BUILD_REMEDY)
+                         remedy=remedies.build_remedy(records))
     plan_bytes = bytes(serialized)
     log.info("built %s engine: %d bytes in %.1f s", api.name, len(plan_bytes), time.monotonic() - started)
     cache_path = _timing_cache_path(api, timing_cache)

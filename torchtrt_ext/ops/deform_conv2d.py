@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from torchtrt_ext.errors import InvalidInputError
-from torchtrt_ext.ops._deform_conv2d_full import deform_conv2d_full, launch, workspace_size
+from torchtrt_ext.ops._deform_conv2d_launcher import deform_conv2d_full, launch, workspace_size
 from torchtrt_ext.ops._torch_op import define_op
 from torchtrt_ext.ops.spec import Attr, Buffer, Decomposer, OpSpec, Shape
 

@@ -22,6 +22,7 @@ import dataclasses
 import logging
 
 import numpy as np
+import numpy.typing as npt
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
@@ -131,120 +132,155 @@ def apply_precision(model: onnx.ModelProto, precision: str) -> PrecisionResult:
     check_precision(precision)
     if precision == "as_exported":
         return PrecisionResult(model, precision, [], 0)
-    low = _ELEM[precision]
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    try:
-        inferred = infer_shapes(out)  # passes through torchtrt_ext nodes too
-    except Exception:  # noqa: BLE001 - shape inference is best effort; declared types still help
-        inferred = out
-    original = _elem_types(inferred)
-    opset = default_opset(out) or 17  # a model without a default-domain import: look schemas up at opset 17
-    graph = out.graph
-    constants = _float_constants(graph)
-    current = dict(original)  # tensor name -> elem type after our rewrite
-    cast_cache: dict[tuple[str, int], str] = {}
-    new_nodes: list[onnx.NodeProto] = []
-    new_inits: list[onnx.TensorProto] = []
-    fp32_nodes: list[str] = []
-    casts = 0
-    clipped: list[str] = []
+    retyper = _Retyper(out, _ELEM[precision])
+    for node in list(out.graph.node):
+        retyper.retype(node)
+    retyper.restore_output_types()
+    retyper.write_back()
+    if retyper.clipped:
+        log.warning("precision=%s: initializers %s exceed the FP16 range and were clipped", precision,
+                    retyper.clipped[:10])
+    log.info("precision=%s: %d cast(s) added, %d node(s) kept in FP32", precision, retyper.casts,
+             len(retyper.fp32_nodes))
+    return PrecisionResult(out, precision, retyper.fp32_nodes, retyper.casts)
 
-    def cast_to(name: str, elem: int) -> str:
-        nonlocal casts
-        if not name or current.get(name) == elem or current.get(name) not in FLOAT_TYPES:
-            return name
-        key = (name, elem)
-        if key in cast_cache:
-            return cast_cache[key]
-        new_name = f"{name}__{_SUFFIX[elem]}"
-        if name in constants and name not in {i.name for i in graph.input}:
-            array = numpy_helper.to_array(constants[name]).astype(np.float32)
-            if elem == TensorProto.FLOAT16:
-                limit = float(np.finfo(np.float16).max)
-                if np.abs(array).max(initial=0.0) > limit:
-                    clipped.append(name)
-                    array = np.clip(array, -limit, limit)
-                tensor = numpy_helper.from_array(_nonzero_float16(array), new_name)
-            elif elem == TensorProto.BFLOAT16:
-                tensor = helper.make_tensor(new_name, TensorProto.BFLOAT16, array.shape,
-                                            array.flatten().tolist())
-            else:
-                tensor = numpy_helper.from_array(array, new_name)
-            new_inits.append(tensor)
-        else:
-            new_nodes.append(helper.make_node("Cast", [name], [new_name], to=elem, name=f"{new_name}_cast"))
-            casts += 1
-        current[new_name] = elem
-        cast_cache[key] = new_name
-        return new_name
 
-    for node in graph.node:
-        schema = _schema(node, opset)
+class _Retyper:
+    """One pass over a graph (in node order) that gives each node its compute type and records what it changed: the
+    new node list, the converted constants, the Casts added, the nodes kept in FP32."""
+
+    def __init__(self, model: onnx.ModelProto, low: int) -> None:
+        try:
+            inferred = infer_shapes(model)  # passes through torchtrt_ext nodes too
+        except Exception:  # noqa: BLE001 - shape inference is best effort; declared types still help
+            inferred = model
+        self.graph = model.graph
+        self.low = low
+        self.opset = default_opset(model) or 17  # a model without a default-domain import: schemas at opset 17
+        self.original = _elem_types(inferred)  # tensor name -> elem type as exported
+        self.current = dict(self.original)  # tensor name -> elem type after the rewrite so far
+        self.constants = _float_constants(self.graph)
+        self.graph_inputs = {i.name for i in self.graph.input}
+        self.cast_names: dict[tuple[str, int], str] = {}
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+        self.fp32_nodes: list[str] = []
+        self.clipped: list[str] = []
+        self.casts = 0
+
+    def retype(self, node: onnx.NodeProto) -> None:
+        """Give ``node`` its compute type: cast its data inputs to it, its other inputs back to their exported
+        types, and record the type of its outputs."""
+        schema = _schema(node, self.opset)
         if schema is None or _graph_has_subgraphs(node) or node.op_type == "Cast":
-            # opaque (custom ops, control flow) or Cast itself: inputs back to their exported types, outputs as
-            # exported; custom torchtrt_ext ops therefore keep their FP32 math
-            for i, name in enumerate(node.input):
-                if name in original:
-                    node.input[i] = cast_to(name, original[name])
-            if not is_standard_domain(node.domain) or _graph_has_subgraphs(node):
-                fp32_nodes.append(node.name)
-            for name in node.output:
-                if name in original:
-                    current[name] = original[name]
-            new_nodes.append(node)
-            continue
-        ins, outs = _data_positions(node, schema, low)
-        float_in = [i for i in ins if current.get(node.input[i]) in FLOAT_TYPES]
-        if not float_in:
-            for i, name in enumerate(node.input):  # e.g. Shape, Gather of ints: nothing to decide
-                if name in original and current.get(name) != original[name] and i not in ins:
-                    node.input[i] = cast_to(name, original[name])
-            for name in node.output:
-                if name in original:
-                    current[name] = original[name]
-            new_nodes.append(node)
-            continue
-        compute = TensorProto.FLOAT if node.op_type in KEEP_FP32 else low
-        if compute == TensorProto.FLOAT and low != TensorProto.FLOAT:
-            fp32_nodes.append(node.name)
+            self._keep_exported(node)
+            return
+        ins, outs = _data_positions(node, schema, self.low)
+        if not any(self.current.get(node.input[i]) in FLOAT_TYPES for i in ins):
+            for i in range(len(node.input)):  # e.g. Shape, Gather of ints: nothing to decide
+                if i not in ins:
+                    self._restore_input(node, i)
+            self._outputs_as_exported(node)
+            self.nodes.append(node)
+            return
+        compute = TensorProto.FLOAT if node.op_type in KEEP_FP32 else self.low
+        if compute == TensorProto.FLOAT and self.low != TensorProto.FLOAT:
+            self.fp32_nodes.append(node.name)
         for i, name in enumerate(node.input):
             if i in ins:
-                node.input[i] = cast_to(name, compute)
-            elif name in original and current.get(name) != original[name]:
-                node.input[i] = cast_to(name, original[name])
+                node.input[i] = self.cast_to(name, compute)
+            else:
+                self._restore_input(node, i)
         for j, name in enumerate(node.output):
-            if j in outs and original.get(name, TensorProto.FLOAT) in FLOAT_TYPES:
-                current[name] = compute
-            elif name in original:
-                current[name] = original[name]
-        new_nodes.append(node)
+            if j in outs and self.original.get(name, TensorProto.FLOAT) in FLOAT_TYPES:
+                self.current[name] = compute
+            elif name in self.original:
+                self.current[name] = self.original[name]
+        self.nodes.append(node)
 
-    # graph outputs keep their exported types: rename the producer's tensor and cast back into the declared name
-    for output in graph.output:
-        declared = output.type.tensor_type.elem_type
-        if declared in FLOAT_TYPES and current.get(output.name) not in (None, declared):
-            inner = f"{output.name}__{_SUFFIX.get(current[output.name], 'lowp')}"
-            for node in new_nodes:
+    def _keep_exported(self, node: onnx.NodeProto) -> None:
+        """Opaque nodes (custom ops, control flow) and Cast itself: inputs back to their exported types, outputs as
+        exported; custom torchtrt_ext ops therefore keep their FP32 math."""
+        for i, name in enumerate(node.input):
+            if name in self.original:
+                node.input[i] = self.cast_to(name, self.original[name])
+        if not is_standard_domain(node.domain) or _graph_has_subgraphs(node):
+            self.fp32_nodes.append(node.name)
+        self._outputs_as_exported(node)
+        self.nodes.append(node)
+
+    def _restore_input(self, node: onnx.NodeProto, i: int) -> None:
+        """Input ``i`` of ``node`` back in its exported type where the rewrite changed it (a shape tensor, an index)."""
+        name = node.input[i]
+        if name in self.original and self.current.get(name) != self.original[name]:
+            node.input[i] = self.cast_to(name, self.original[name])
+
+    def _outputs_as_exported(self, node: onnx.NodeProto) -> None:
+        for name in node.output:
+            if name in self.original:
+                self.current[name] = self.original[name]
+
+    def cast_to(self, name: str, elem: int) -> str:
+        """The name of tensor ``name`` in type ``elem``: itself, a converted constant, or the output of a Cast (each
+        made once)."""
+        if not name or self.current.get(name) == elem or self.current.get(name) not in FLOAT_TYPES:
+            return name
+        key = (name, elem)
+        if key in self.cast_names:
+            return self.cast_names[key]
+        new_name = f"{name}__{_SUFFIX[elem]}"
+        if name in self.constants and name not in self.graph_inputs:
+            self.initializers.append(self._converted(name, elem, new_name))
+        else:
+            self.nodes.append(helper.make_node("Cast", [name], [new_name], to=elem, name=f"{new_name}_cast"))
+            self.casts += 1
+        self.current[new_name] = elem
+        self.cast_names[key] = new_name
+        return new_name
+
+    def _converted(self, name: str, elem: int, new_name: str) -> onnx.TensorProto:
+        """The constant ``name`` converted to ``elem`` once, instead of a Cast at run time; FP16 clips to its range."""
+        array: npt.NDArray[np.float32] = numpy_helper.to_array(self.constants[name]).astype(np.float32)
+        if elem == TensorProto.FLOAT16:
+            limit = float(np.finfo(np.float16).max)
+            if np.abs(array).max(initial=0.0) > limit:
+                self.clipped.append(name)
+                np.clip(array, -limit, limit, out=array)  # in place: np.clip of a 0-d array returns a scalar
+            return numpy_helper.from_array(_nonzero_float16(array), new_name)
+        if elem == TensorProto.BFLOAT16:
+            return helper.make_tensor(new_name, TensorProto.BFLOAT16, array.shape, array.flatten().tolist())
+        return numpy_helper.from_array(array, new_name)
+
+    def restore_output_types(self) -> None:
+        """Graph outputs keep their exported types: rename the producer's tensor and cast back into the declared
+        name."""
+        for output in self.graph.output:
+            declared = output.type.tensor_type.elem_type
+            if declared not in FLOAT_TYPES or self.current.get(output.name) in (None, declared):
+                continue
+            inner = f"{output.name}__{_SUFFIX.get(self.current[output.name], 'lowp')}"
+            for node in self.nodes:
                 for k, name in enumerate(node.output):
                     if name == output.name:
                         node.output[k] = inner
                 for k, name in enumerate(node.input):
                     if name == output.name:
                         node.input[k] = inner
-            new_nodes.append(helper.make_node("Cast", [inner], [output.name], to=declared,
-                                              name=f"{output.name}_output_cast"))
-            casts += 1
+            self.nodes.append(helper.make_node("Cast", [inner], [output.name], to=declared,
+                                               name=f"{output.name}_output_cast"))
+            self.casts += 1
 
-    del graph.node[:]
-    graph.node.extend(new_nodes)
-    graph.initializer.extend(new_inits)
-    del graph.value_info[:]  # stale types; TensorRT and shape inference recompute them
-    used = {name for n in graph.node for name in n.input}
-    kept = [i for i in graph.initializer if i.name in used or i.name in {o.name for o in graph.output}]
-    del graph.initializer[:]
-    graph.initializer.extend(kept)
-    if clipped:
-        log.warning("precision=%s: initializers %s exceed the FP16 range and were clipped", precision, clipped[:10])
-    log.info("precision=%s: %d cast(s) added, %d node(s) kept in FP32", precision, casts, len(fp32_nodes))
-    return PrecisionResult(out, precision, fp32_nodes, casts)
+    def write_back(self) -> None:
+        """Replace the graph's nodes, add the converted constants, drop the initializers nothing uses any more and
+        the value_info whose types are stale (TensorRT and shape inference recompute them)."""
+        graph = self.graph
+        del graph.node[:]
+        graph.node.extend(self.nodes)
+        graph.initializer.extend(self.initializers)
+        del graph.value_info[:]
+        used = {name for n in graph.node for name in n.input} | {o.name for o in graph.output}
+        kept = [i for i in graph.initializer if i.name in used]
+        del graph.initializer[:]
+        graph.initializer.extend(kept)

@@ -61,7 +61,7 @@ def gemm_library() -> str:
     function = getattr(_native.kernels_library(), GEMM_LIBRARY)
     function.argtypes = []
     function.restype = ctypes.c_char_p
-    return function().decode()
+    return str(function().decode())
 
 
 @functools.lru_cache(maxsize=None)
@@ -71,7 +71,7 @@ def _log_gemm_library() -> None:
     log.log(logging.INFO if line.startswith("cuBLASLt") else logging.WARNING, "DeformConv2d GEMM: %s", line)
 
 
-def describe(input_shape: tuple, weight_shape: tuple, stride: tuple, padding: tuple, dilation: tuple, groups: int,
+def describe(input_shape: tuple[int, ...], weight_shape: tuple[int, ...], stride: tuple[int, ...], padding: tuple[int, ...], dilation: tuple[int, ...], groups: int,
              offset_groups: int, dtype: torch.dtype, channels_last: bool = False) -> Desc:
     """The launcher's descriptor of these shapes (``input_shape`` is N, C, H, W whatever the memory layout)."""
     n, c, h, w = (int(d) for d in input_shape)
@@ -103,7 +103,7 @@ def desc_workspace_size(desc: Desc) -> int:
 
 
 @functools.lru_cache(maxsize=256)
-def _plan(input_shape: tuple, weight_shape: tuple, stride: tuple, padding: tuple, dilation: tuple, groups: int,
+def _plan(input_shape: tuple[int, ...], weight_shape: tuple[int, ...], stride: tuple[int, ...], padding: tuple[int, ...], dilation: tuple[int, ...], groups: int,
           offset_groups: int, dtype: torch.dtype, channels_last: bool) -> tuple[Desc, int]:
     """(descriptor, workspace bytes) of one call signature, built once: the eager op's hot path reads them from here.
     The descriptor is shared: never modify it."""
@@ -111,7 +111,7 @@ def _plan(input_shape: tuple, weight_shape: tuple, stride: tuple, padding: tuple
     return desc, desc_workspace_size(desc)
 
 
-def workspace_size(input_shape: tuple, weight_shape: tuple, stride: tuple, padding: tuple, dilation: tuple,
+def workspace_size(input_shape: tuple[int, ...], weight_shape: tuple[int, ...], stride: tuple[int, ...], padding: tuple[int, ...], dilation: tuple[int, ...],
                    groups: int, offset_groups: int, dtype: torch.dtype, channels_last: bool = False) -> int:
     """Bytes of workspace the launcher wants for these shapes (see :func:`desc_workspace_size`)."""
     return desc_workspace_size(describe(input_shape, weight_shape, stride, padding, dilation, groups, offset_groups,
@@ -134,15 +134,15 @@ def launch_desc(desc: Desc, tensors: Tensors, workspace: int, workspace_bytes: i
 
 
 def launch(dtype: torch.dtype, input: int, offset: int, weight: int, bias: int | None, mask: int | None, output: int,
-           workspace: int, workspace_bytes: int, input_shape: tuple, weight_shape: tuple, stride: tuple,
-           padding: tuple, dilation: tuple, groups: int, offset_groups: int, stream: int, what: str) -> None:
+           workspace: int, workspace_bytes: int, input_shape: tuple[int, ...], weight_shape: tuple[int, ...], stride: tuple[int, ...],
+           padding: tuple[int, ...], dilation: tuple[int, ...], groups: int, offset_groups: int, stream: int, what: str) -> None:
     """Enqueue the op on raw device pointers (NCHW-contiguous, one dtype) on `stream` (see :func:`launch_desc`)."""
     desc = describe(input_shape, weight_shape, stride, padding, dilation, groups, offset_groups, dtype)
     launch_desc(desc, Tensors(input, offset, weight, bias, mask, output), workspace, workspace_bytes, stream, what)
 
 
 def deform_conv2d_full(input: torch.Tensor, offset: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                       mask: torch.Tensor | None, stride: tuple, padding: tuple, dilation: tuple, groups: int,
+                       mask: torch.Tensor | None, stride: tuple[int, ...], padding: tuple[int, ...], dilation: tuple[int, ...], groups: int,
                        offset_groups: int, workspace_bytes: int | None = None) -> torch.Tensor:
     """``ops.deform_conv2d`` on CUDA tensors of one dtype (float32, float16, bfloat16) through the launcher.
 
