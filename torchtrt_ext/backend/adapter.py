@@ -46,6 +46,9 @@ _EXTRAS = {"tensorrt": "trt", "tensorrt_rtx": "rtx"}
 _PACKAGES = {"tensorrt": "tensorrt>=10.6", "tensorrt_rtx": "tensorrt-rtx-cu13>=1.7"}
 _TRACE = 5  # TensorRT VERBOSE messages go to this Python level (below DEBUG)
 _LOADED_LIBRARIES: set[tuple[str, str]] = set()  # (backend, real path) of the plugin libraries in a registry
+# Every logger given to init_libnvinfer_plugins: the binding keeps no reference (no keep_alive) and libnvinfer_plugin
+# keeps the pointer for its later messages, so each must live as long as the process.
+_PLUGIN_LIBRARY_LOGGERS: list[Any] = []
 
 
 def install_hint(backend: str) -> str:
@@ -164,7 +167,9 @@ class TRTApi:
 @functools.lru_cache(maxsize=None)
 def _tensorrt_plugins_registered(api: TRTApi) -> bool:
     """Register TensorRT's own plugin creators (namespace "") once per process; False when TensorRT refuses."""
-    registered = bool(api.trt.init_libnvinfer_plugins(api.make_logger(), ""))
+    logger = api.make_logger()
+    _PLUGIN_LIBRARY_LOGGERS.append(logger)
+    registered = bool(api.trt.init_libnvinfer_plugins(logger, ""))
     if not registered:
         log.warning("%s %s: init_libnvinfer_plugins failed; its plugins are not available", api.name, api.version)
     return registered
