@@ -203,7 +203,7 @@ def create_runtime(api: TRTApi, metadata: EngineMetadata, *, allow_engine_host_c
     """A TensorRT ``Runtime`` for an engine with ``metadata``; host code is allowed only for an engine that carries it
     and only when ``allow_engine_host_code`` is True (else HostCodeNotAllowedError, before the Runtime exists)."""
     check_host_code_allowed(metadata, allow_engine_host_code, source)
-    runtime = api.trt.Runtime(api.make_logger())
+    runtime = api.trt.Runtime(api.logger())
     if metadata.plugins_embedded:
         api.allow_host_code(runtime)
     return runtime

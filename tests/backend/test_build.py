@@ -162,12 +162,13 @@ def test_stub_only_tensorrt_is_reported_as_missing(monkeypatch: pytest.MonkeyPat
 
 def test_tensorrt_messages_reach_python_logging(rtx: str, caplog: pytest.LogCaptureFixture) -> None:
     api = load_backend(rtx)
-    records: list[tuple[str, str]] = []
-    logger = api.make_logger(records)
-    with caplog.at_level(logging.DEBUG, logger="torchtrt_ext"):
+    logger = api.logger()
+    assert api.logger() is logger  # one for the process: TensorRT ignores a second while the first is in use
+    with caplog.at_level(logging.DEBUG, logger="torchtrt_ext"), api.messages() as records:
         logger.log(api.trt.ILogger.Severity.WARNING, "layer foo falls back to a slow kernel")
         logger.log(api.trt.ILogger.Severity.INFO, "just information")
-    assert ("WARNING", "layer foo falls back to a slow kernel") in records
+    logger.log(api.trt.ILogger.Severity.ERROR, "after the collection closed")
+    assert records == [("WARNING", "layer foo falls back to a slow kernel")]
     levels = {r.getMessage(): r.levelno for r in caplog.records}
     assert levels["TensorRT: layer foo falls back to a slow kernel"] == logging.WARNING
     assert levels["TensorRT: just information"] == logging.DEBUG

@@ -21,6 +21,7 @@ Everything else in ``torchtrt_ext`` calls TensorRT through a ``TRTApi`` object r
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib
@@ -29,6 +30,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from torchtrt_ext._progress import Counter
@@ -46,9 +48,6 @@ _EXTRAS = {"tensorrt": "trt", "tensorrt_rtx": "rtx"}
 _PACKAGES = {"tensorrt": "tensorrt>=10.6", "tensorrt_rtx": "tensorrt-rtx-cu13>=1.7"}
 _TRACE = 5  # TensorRT VERBOSE messages go to this Python level (below DEBUG)
 _LOADED_LIBRARIES: set[tuple[str, str]] = set()  # (backend, real path) of the plugin libraries in a registry
-# Every logger given to init_libnvinfer_plugins: the binding keeps no reference (no keep_alive) and libnvinfer_plugin
-# keeps the pointer for its later messages, so each must live as long as the process.
-_PLUGIN_LIBRARY_LOGGERS: list[Any] = []
 
 
 def install_hint(backend: str) -> str:
@@ -145,13 +144,21 @@ class TRTApi:
             return None
         return self.trt.get_plugin_registry().get_creator(name, version, namespace)
 
-    def make_logger(self, records: list[tuple[str, str]] | None = None) -> trt_t.ILogger:
-        """An ILogger forwarding TensorRT messages to Python logging ("torchtrt_ext.backend").
+    def logger(self) -> trt_t.ILogger:
+        """The one ILogger every Builder, Runtime and plugin library of this backend gets, alive for the process; it
+        forwards TensorRT's messages to Python logging ("torchtrt_ext.backend") and to every open ``messages()``.
 
-        Errors and warnings are also appended to ``records`` (severity, message) so a failed build can quote them.
+        One, because TensorRT logs through the logger of the first builder or runtime still alive and ignores a later
+        one (a build's own logger would miss its messages while a TRTModule lives), and because
+        ``init_libnvinfer_plugins`` keeps the pointer without a reference (its binding has no keep_alive).
         """
-        logger: trt_t.ILogger = _make_logger(self.trt, records)
+        logger: trt_t.ILogger = _process_logger(self.trt)
         return logger
+
+    def messages(self) -> contextlib.AbstractContextManager[list[tuple[str, str]]]:
+        """A context collecting the (severity, message) of the errors and warnings TensorRT logs meanwhile, so a failed
+        build can quote them. Builds collecting at the same time each see the messages of all of them."""
+        return _collect(_process_logger(self.trt))
 
     def make_progress_monitor(self, stream: Any = None) -> trt_t.IProgressMonitor:
         """An IProgressMonitor printing one stderr line when each top-level build phase starts and finishes."""
@@ -167,34 +174,47 @@ class TRTApi:
 @functools.lru_cache(maxsize=None)
 def _tensorrt_plugins_registered(api: TRTApi) -> bool:
     """Register TensorRT's own plugin creators (namespace "") once per process; False when TensorRT refuses."""
-    logger = api.make_logger()
-    _PLUGIN_LIBRARY_LOGGERS.append(logger)
-    registered = bool(api.trt.init_libnvinfer_plugins(logger, ""))
+    registered = bool(api.trt.init_libnvinfer_plugins(api.logger(), ""))
     if not registered:
         log.warning("%s %s: init_libnvinfer_plugins failed; its plugins are not available", api.name, api.version)
     return registered
 
 
-def _make_logger(trt: Any, records: list[tuple[str, str]] | None) -> Any:
+@functools.lru_cache(maxsize=None)  # the cache keeps each logger alive for the process
+def _process_logger(trt: Any) -> Any:
     sev = trt.ILogger.Severity
     levels = {sev.INTERNAL_ERROR: logging.CRITICAL, sev.ERROR: logging.ERROR, sev.WARNING: logging.WARNING,
               sev.INFO: logging.DEBUG, sev.VERBOSE: _TRACE}
     base: Any = trt.ILogger
-    lock = threading.Lock()
 
     class _Logger(base):  # type: ignore[misc]
         def __init__(self) -> None:
             base.__init__(self)
+            self.lock = threading.Lock()
+            self.collecting: dict[int, list[tuple[str, str]]] = {}  # id -> the list of an open messages()
 
         def log(self, severity: Any, msg: str) -> None:
             level = levels.get(severity, logging.INFO)
-            if records is not None and level >= logging.WARNING:
-                with lock:
-                    records.append((logging.getLevelName(level), msg))
+            if level >= logging.WARNING:
+                with self.lock:
+                    for records in self.collecting.values():
+                        records.append((logging.getLevelName(level), msg))
             if log.isEnabledFor(level):
                 log.log(level, "TensorRT: %s", msg)
 
     return _Logger()
+
+
+@contextlib.contextmanager
+def _collect(logger: Any) -> Iterator[list[tuple[str, str]]]:
+    records: list[tuple[str, str]] = []
+    with logger.lock:
+        logger.collecting[id(records)] = records
+    try:
+        yield records
+    finally:
+        with logger.lock:
+            del logger.collecting[id(records)]
 
 
 def _make_progress_monitor(trt: Any, stream: Any) -> Any:

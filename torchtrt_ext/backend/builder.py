@@ -170,12 +170,11 @@ def _engine_of(build: BuildPlan, *, timing_cache: str | os.PathLike[str] | None,
                output_tree: dict[str, Any] | None) -> Engine:
     api, plan = build.api, build.plan
     typed = graph_for_build(build)
-    records: list[tuple[str, str]] = []
-    logger = api.make_logger(records)
-    builder, network = network_from_onnx(api, typed.model, plan, logger, records)
-    config = configure(api, builder, network, build.profiles, plan, workspace=build.workspace,
-                       timing_cache=timing_cache, progress=progress, embed=build.embed_plugins)
-    plan_bytes = engine_from_network(api, builder, network, config, records, timing_cache=timing_cache)
+    with api.messages() as records:
+        builder, network = network_from_onnx(api, typed.model, plan, api.logger(), records)
+        config = configure(api, builder, network, build.profiles, plan, workspace=build.workspace,
+                           timing_cache=timing_cache, progress=progress, embed=build.embed_plugins)
+        plan_bytes = engine_from_network(api, builder, network, config, records, timing_cache=timing_cache)
     inputs = tuple(_info(network.get_input(i)) for i in range(network.num_inputs))
     outputs = tuple(_info(network.get_output(i)) for i in range(network.num_outputs))
     gpu_name, cc = current_gpu()
@@ -327,7 +326,9 @@ def engine_from_network(api: TRTApi, builder: trt_t.Builder, network: trt_t.INet
 
 def _said(records: list[tuple[str, str]]) -> str:
     """The last TensorRT errors and warnings, one indented line each (a plugin's own messages among them)."""
-    return "\n".join(f"  {level}: {msg}" for level, msg in records[-15:]) or "  (no message)"
+    return "\n".join(f"  {level}: {msg}" for level, msg in records[-15:]) or (
+        "  (no message reached torchtrt_ext: TensorRT logs through the logger of the first builder or runtime still "
+        "alive, which may be another library's)")
 
 
 def _info(tensor: trt_t.ITensor) -> TensorInfo:
