@@ -13,13 +13,18 @@ import logging
 import os
 import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO, Union
 
 import onnx
 
 from torchtrt_ext.errors import InvalidInputError, failure
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no inter-process lock
+    fcntl = None  # type: ignore[assignment]
 
 log = logging.getLogger("torchtrt_ext")
 
@@ -114,6 +119,22 @@ def save_onnx(model: onnx.ModelProto, path: str | os.PathLike[str]) -> Path:
         _publish(os.path.join(tmp, data_name), target.parent / data_name)
         _publish(os.path.join(tmp, target.name), target)
     return target
+
+
+@contextlib.contextmanager
+def file_lock(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold an exclusive inter-process lock on the lock file ``path`` (created if missing), never through a symlink
+    (``O_NOFOLLOW``: in a shared folder a planted link would make us create or lock another file). OSError when it
+    cannot be opened; no lock where the OS has no ``fcntl`` (atomic writes still hold)."""
+    if fcntl is None:  # pragma: no cover - Windows
+        yield
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the last descriptor releases the lock
 
 
 def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, Union
 import onnx
 import torch
 
+from torchtrt_ext.backend import timing_cache_file
 from torchtrt_ext.backend.adapter import TRTApi, load_backend
-from torchtrt_ext._files import atomic_write
 from torchtrt_ext.backend.engine import TRT_DTYPE_NAMES, Engine, EngineMetadata, TensorInfo
 from torchtrt_ext.backend.plugin_plan import PluginPlan
 from torchtrt_ext.backend.plugins import load_plugins, prepare_graph, resolve_plugin_plan
@@ -287,8 +287,7 @@ def configure(api: TRTApi, builder: trt_t.Builder, network: trt_t.INetworkDefini
 
     cache_path = _timing_cache_path(api, timing_cache)
     if cache_path is not None:
-        blob = cache_path.read_bytes() if cache_path.is_file() else b""
-        config.set_timing_cache(config.create_timing_cache(blob), False)
+        timing_cache_file.attach(config, cache_path)
     monitor = api.make_progress_monitor() if progress else None
     if monitor is not None:
         config.progress_monitor = monitor
@@ -320,7 +319,7 @@ def engine_from_network(api: TRTApi, builder: trt_t.Builder, network: trt_t.INet
     log.info("built %s engine: %d bytes in %.1f s", api.name, len(plan_bytes), time.monotonic() - started)
     cache_path = _timing_cache_path(api, timing_cache)
     if cache_path is not None:
-        atomic_write(cache_path, bytes(config.get_timing_cache().serialize()))
+        timing_cache_file.save(config, cache_path)
     return plan_bytes
 
 
