@@ -486,7 +486,9 @@ class TRTModule(torch.nn.Module):
                         loaded.api.name if loaded.api is not None else "TensorRT")
             return None, static_out
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=stream):
+        # thread_local: another thread's CUDA calls meanwhile (an allocation, a sync: a data loader, another
+        # TRTModule) neither fail nor invalidate this capture, as torch's default "global" mode lets them
+        with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
             _enqueue(context, stream.cuda_stream, "capturing execute_async_v3 in a CUDA graph")
         return _Graph(graph, context, static_in, static_out), [o.clone() for o in static_out]
 
