@@ -8,7 +8,8 @@ handled here only:
   network is created ``STRONGLY_TYPED``, which ``network_flags`` asks for (the graph is already typed by
   ``apply_precision``; pinning layers with ``layer.precision`` is deprecated since 10.12 and misses the extra layers the
   parser names ``<node>_<n>``). Detected by feature (``BuilderFlag.FP16`` exists), never by version string;
-- CUDA stream capture: TensorRT-RTX needs engines built with ``REQUIRE_USER_ALLOCATION`` (``capture_flags``);
+- CUDA stream capture: TensorRT-RTX needs engines built with ``REQUIRE_USER_ALLOCATION``, which it refuses for
+  networks with data-dependent shapes (``capture_flags``);
 - plugins: TensorRT-RTX's ONNX parser imports C++ IPluginV3 plugins only (creators must be ``IPluginCreatorV3One``;
   the ``tensorrt.plugin`` Python creators are refused, ``supports_python_plugins``), and on its first plugin node it
   dlopens ``libtensorrt_rtx.so``, a name the pip wheel lacks: ``load_plugin_library`` makes that name resolve first
@@ -95,11 +96,15 @@ class TRTApi:
             return 0
         return 1 << int(self.trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
 
-    def capture_flags(self) -> list[Any]:
-        """Builder flags an engine needs for CUDA stream capture (``TRTModule(cuda_graphs=True)``): TensorRT-RTX's
-        ``REQUIRE_USER_ALLOCATION`` (RTX >= 1.2, with ``is_stream_capturable`` at run time); [] elsewhere."""
+    def capture_flags(self, network: trt_t.INetworkDefinition) -> list[Any]:
+        """Builder flags the engine of ``network`` needs for CUDA stream capture (``TRTModule(cuda_graphs=True)``):
+        TensorRT-RTX's ``REQUIRE_USER_ALLOCATION`` (RTX >= 1.2, with ``is_stream_capturable`` at run time), only
+        where the network can be captured at all: with data-dependent shapes (NonZero, NMS, while loops) RTX fails
+        the build under that flag, and such an engine cannot be captured anyway. [] elsewhere."""
         flag = getattr(self.trt.BuilderFlag, "REQUIRE_USER_ALLOCATION", None)
-        return [flag] if self.is_rtx and flag is not None else []
+        if not self.is_rtx or flag is None or _has_data_dependent_shapes(self.trt, network):
+            return []
+        return [flag]
 
     def can_embed_plugins(self) -> bool:
         """True where a plugin library can be serialized into the plan (``plugins_to_serialize`` exists)."""
@@ -169,6 +174,12 @@ class TRTApi:
         """A TensorRT Dims from a shape tuple."""
         dims: trt_t.Dims = self.trt.Dims(list(shape))
         return dims
+
+
+def _has_data_dependent_shapes(trt: Any, network: Any) -> bool:
+    """Whether a layer of ``network`` makes shapes that only the data decides (TensorRT's NonZero, NMS, trip limit)."""
+    kinds = {getattr(trt.LayerType, name) for name in ("NON_ZERO", "NMS", "TRIP_LIMIT") if hasattr(trt.LayerType, name)}
+    return any(network.get_layer(i).type in kinds for i in range(network.num_layers))
 
 
 @functools.lru_cache(maxsize=None)

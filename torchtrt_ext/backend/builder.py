@@ -273,7 +273,7 @@ def configure(api: TRTApi, builder: trt_t.Builder, network: trt_t.INetworkDefini
     trt = api.trt
     config: trt_t.IBuilderConfig = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace or default_workspace())
-    for flag in api.capture_flags():  # any engine may later run with cuda_graphs=True
+    for flag in api.capture_flags(network):  # any engine may later run with cuda_graphs=True
         config.set_flag(flag)
 
     names = {network.get_input(i).name for i in range(network.num_inputs)}
