@@ -110,10 +110,16 @@ class TRTApi:
         """True where a plugin library can be serialized into the plan (``plugins_to_serialize`` exists)."""
         return hasattr(self.trt.IBuilderConfig, "plugins_to_serialize")
 
+    @property
+    def embedding_is_version_compatible(self) -> bool:
+        """True where serializing a plugin library into the plan makes a version-compatible engine (TensorRT; not
+        TensorRT-RTX), which cannot use TensorRT's own plugin library (libnvinfer_plugin)."""
+        return not self.is_rtx and hasattr(self.trt.BuilderFlag, "VERSION_COMPATIBLE")
+
     def set_plugins_to_serialize(self, config: trt_t.IBuilderConfig, paths: list[str]) -> None:
         """Serialize the plugin libraries into the plan. TensorRT 10 wants a version-compatible engine for that;
         TensorRT-RTX embeds without it and fails with it ("Unable to load library: libnvinfer_lean.so.1")."""
-        if not self.is_rtx and hasattr(self.trt.BuilderFlag, "VERSION_COMPATIBLE"):
+        if self.embedding_is_version_compatible:
             config.set_flag(self.trt.BuilderFlag.VERSION_COMPATIBLE)
         config.plugins_to_serialize = paths
 

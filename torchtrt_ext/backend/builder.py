@@ -138,6 +138,14 @@ def plan_build(onnx_model_or_path: OnnxSource, *, backend: str = "tensorrt", pre
             "the C++ plugin library (plugins='cpp' or 'auto' with the library built) on a TensorRT with "
             "IBuilderConfig.plugins_to_serialize",
             "drop embed_plugins, or build the plugin library and pass plugins='cpp'"))
+    theirs = sorted({op.op_type for op in plan.ops if op.route == "tensorrt"})
+    if embed_plugins and theirs and api.embedding_is_version_compatible:
+        raise InvalidInputError(failure(
+            f"embed_plugins=True on {api.name} {api.version} makes a version-compatible engine that carries our plugin "
+            f"library only, and {theirs} would come from TensorRT's own plugin library, which such an engine cannot "
+            "use (TensorRT ships a separate version-compatible plugin library, libnvinfer_vc_plugin, not embedded "
+            "here)", "only ops our plugin library serves (or decomposed ones) when embedding",
+            "drop embed_plugins: the engine then loads TensorRT's plugin library and ours where it runs"))
     # graph inputs keep their names and exported types through precision and decomposition
     full_profiles = profiles_for_graph(graph_inputs(model), normalize_profiles(profiles), max_batch=max_batch)
     settings = build_settings(backend=backend, precision=precision, workspace=workspace, plugins=plan.mode,
