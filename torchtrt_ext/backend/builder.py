@@ -143,8 +143,10 @@ def plan_build(onnx_model_or_path: OnnxSource, *, backend: str = "tensorrt", pre
         raise InvalidInputError(failure(
             f"embed_plugins=True on {api.name} {api.version} makes a version-compatible engine that carries our plugin "
             f"library only, and {theirs} would come from TensorRT's own plugin library, which such an engine cannot "
-            "use (TensorRT ships a separate version-compatible plugin library, libnvinfer_vc_plugin, not embedded "
-            "here)", "only ops our plugin library serves (or decomposed ones) when embedding",
+            "use; the version-compatible plugin libraries TensorRT's parser names for it "
+            "(OnnxParser.get_used_vc_plugin_libraries, libnvinfer_vc_plugin; trtexec --versionCompatible embeds "
+            "them) are not embedded by torchtrt_ext", "only ops our plugin library serves (or decomposed ones) when "
+            "embedding",
             "drop embed_plugins: the engine then loads TensorRT's plugin library and ours where it runs"))
     # graph inputs keep their names and exported types through precision and decomposition
     full_profiles = profiles_for_graph(graph_inputs(model), normalize_profiles(profiles), max_batch=max_batch)
