@@ -83,13 +83,15 @@ def test_output_types_and_shapes_come_from_the_op_definition(trt_and_trtp: Any,
 
 
 @PER_RELEASE
-def test_autotune_offers_linear_float32_float16_bfloat16_only(trt_and_trtp: Any,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_autotune_offers_linear_float32_float16_bfloat16_only(trt_and_trtp: Any, monkeypatch: pytest.MonkeyPatch,
+                                                              dynamic: bool) -> None:
+    """Dynamic dims reach autotune as -1 (``desc.dims``)."""
     trt, trtp = trt_and_trtp
     plugin = real_trtp.create_plugin(trt, trtp, ID, {"axis": 1, "eps": 1e-6})
     plugin.get_output_data_types([trt.DataType.FLOAT], [3])
-    real_trtp.output_shapes(trt, plugin, [(2, 8, 4)], monkeypatch)
-    in_out = [real_trtp.tensor_desc(trt, (2, 8, 4), trt.DataType.FLOAT)] * 2
+    real_trtp.output_shapes(trt, plugin, [("N", 8, "W") if dynamic else (2, 8, 4)], monkeypatch)
+    in_out = [real_trtp.tensor_desc(trt, (-1, 8, -1) if dynamic else (2, 8, 4), trt.DataType.FLOAT)] * 2
     combos = plugin.get_supported_format_combinations(in_out, 1)
     pairs = [(combos[i].type, combos[i + 1].type) for i in range(0, len(combos), 2)]
     assert pairs == [(trt.DataType.FLOAT,) * 2, (trt.DataType.HALF,) * 2, (trt.DataType.BF16,) * 2]
