@@ -1,9 +1,10 @@
 """The timing cache file (torchtrt_ext.backend.timing_cache_file) against a stand-in for TensorRT's timing-cache API.
 
 TensorRT-RTX's timing-cache calls are no-ops (deprecated since RTX 1.2: ``set_timing_cache`` always returns True), so
-the stand-in ``Config`` follows full TensorRT's rules from NvInfer.h instead, no more permissive: ``create_timing_cache``
-gives None for a blob it cannot read, ``set_timing_cache(cache, False)`` returns False for a cache of another device or
-version, ``combine(other, False)`` returns False for one of another device or version and skips conflicting entries.
+the stand-in ``Config`` follows full TensorRT's rules from NvInfer.h instead, no more permissive:
+``create_timing_cache`` gives None for a blob it cannot read, ``set_timing_cache(cache, False)`` returns False for a
+cache of another device or version, ``combine(other, False)`` returns False for one of another device or version and
+skips conflicting entries.
 """
 from __future__ import annotations
 
