@@ -4,8 +4,9 @@
 here (no TensorRT libraries); ``scripts/setup_env.sh`` unpacks that wheel of each release in ``RELEASES`` into
 ``.deps/`` (``folder``). The package imports ``tensorrt`` for the binding classes it builds on (``DataType``,
 ``PluginField``, ``IPluginV3``, ``IPluginCreatorV3Quick``, ``PluginTensorDesc``, ...); TensorRT-RTX's bindings have
-the same classes, so ``tensorrt`` is served here by a module holding TensorRT-RTX's, plus one name RTX lacks: ``ISymExpr``, which the package only
-subclasses for ahead-of-time plugins, replaced by a class that refuses to be instantiated.
+the same classes, so ``tensorrt`` is served here by a module holding TensorRT-RTX's, plus one name RTX lacks:
+``ISymExpr``, which the package only subclasses for ahead-of-time plugins, replaced by a class that refuses to be
+instantiated.
 
 What cannot run here is the C++ side of a build: the IExprBuilder TensorRT hands to ``get_output_shapes`` exists only
 inside a build, and TensorRT-RTX's ONNX parser refuses ``tensorrt.plugin`` creators ("TensorRT-RTX imports IPluginV3
