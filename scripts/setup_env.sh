@@ -11,11 +11,13 @@ VENV=${VENV:-.venv}
 PIP=("$VENV/bin/python" -m pip install --disable-pip-version-check -q)
 "${PIP[@]}" "${TORCH_SPEC:-torch==2.13.0}"
 "${PIP[@]}" -e ".[${EXTRAS:-dev,rtx,docs,wheel}]"
-# The real tensorrt.plugin package for the Python-plugin tests (tests/plugins/real_trtp.py): pure Python, shipped in
-# NVIDIA's TensorRT bindings wheel, whose native module cannot load here; unpacked beside the venv, never imported as
-# an installed package.
-TRTP_VERSION=11.4.0.106
-TRTP_DIR=.deps/tensorrt-plugin-$TRTP_VERSION
-[ -f "$TRTP_DIR/tensorrt_bindings/plugin/__init__.py" ] ||
-  "${PIP[@]}" --no-deps --target "$TRTP_DIR" "tensorrt-cu13-bindings==$TRTP_VERSION"
+# The real tensorrt.plugin package of each release the Python-plugin tests run on (tests/plugins/real_trtp.py,
+# RELEASES: one per minor version from 10.13): pure Python, shipped in NVIDIA's TensorRT bindings wheel, whose native
+# module cannot load here; unpacked beside the venv, never imported as an installed package. Present ones are kept.
+for TRTP_VERSION in 10.13.3.9.post1 10.14.1.48.post1 10.15.1.29 10.16.1.11 11.0.0.114 11.1.0.106 11.2.1.2 \
+                    11.3.0.99 11.4.0.106; do
+  TRTP_DIR=.deps/tensorrt-plugin-$TRTP_VERSION
+  [ -f "$TRTP_DIR/tensorrt_bindings/plugin/__init__.py" ] ||
+    "${PIP[@]}" --no-deps --target "$TRTP_DIR" "tensorrt-cu13-bindings==$TRTP_VERSION"
+done
 echo "environment ready: $VENV ($("$VENV/bin/python" -c 'import torch; print("torch", torch.__version__)'))"

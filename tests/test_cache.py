@@ -427,3 +427,46 @@ def test_output_tree_and_build_options_reach_every_build(rtx: str, conv_onnx: on
     assert (warning or "") in caplog.text and (warning is not None) == bool(caplog.text)
     if warning == "cannot be written":
         assert _engines(cache) == []  # built without caching
+
+
+def _cached_file(folder: Path, suffix: str) -> Path:
+    (path,) = sorted(folder.glob(f"*{suffix}"))
+    return path
+
+
+def test_a_planted_engine_symlink_is_neither_read_nor_written_through(
+        rtx: str, conv_onnx: onnx.ModelProto, tmp_path: Path, builds: list[dict[str, object]],
+        caplog: pytest.LogCaptureFixture) -> None:
+    """In a shared cache folder someone plants the engine's name as a symlink: to their own engine (a read through it
+    would run their file) or to a path of ours (a write through it would create or replace that file)."""
+    folder = tmp_path / "shared"
+    cached_build_engine(conv_onnx, backend=rtx, progress=False, cache=folder)
+    engine_path = _cached_file(folder, ".engine")
+    theirs = tmp_path / "theirs.engine"
+    os.replace(engine_path, theirs)
+    engine_path.symlink_to(theirs)  # a valid engine, of someone else
+    planted = theirs.read_bytes()
+    with caplog.at_level(logging.WARNING, logger="torchtrt_ext"):
+        cached_build_engine(conv_onnx, backend=rtx, progress=False, cache=folder)
+    assert len(builds) == 2 and "symlink" in caplog.text  # not a cache hit through the link
+    assert theirs.read_bytes() == planted and engine_path.is_symlink()  # and nothing written through it
+    victim = tmp_path / "ours" / "precious"
+    victim.parent.mkdir()
+    engine_path.unlink()
+    engine_path.symlink_to(victim)  # dangling: a write through it would create ours/precious
+    cached_build_engine(conv_onnx, backend=rtx, progress=False, cache=folder)
+    assert len(builds) == 3 and not victim.exists()
+
+
+def test_a_planted_lock_symlink_is_not_followed(rtx: str, conv_onnx: onnx.ModelProto, tmp_path: Path,
+                                                builds: list[dict[str, object]]) -> None:
+    folder = tmp_path / "shared"
+    cached_build_engine(conv_onnx, backend=rtx, progress=False, cache=folder)
+    lock = _cached_file(folder, ".lock")
+    _cached_file(folder, ".engine").unlink()
+    lock.unlink()
+    victim = tmp_path / "ours" / "precious"
+    victim.parent.mkdir()
+    lock.symlink_to(victim)  # opening it to lock would create ours/precious
+    engine = cached_build_engine(conv_onnx, backend=rtx, progress=False, cache=folder)
+    assert len(builds) == 2 and len(engine.plan) > 0 and not victim.exists()

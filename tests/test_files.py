@@ -16,6 +16,7 @@ import torch
 
 import torchtrt_ext
 from torchtrt_ext import deploy
+from torchtrt_ext._files import atomic_write
 from torchtrt_ext.errors import InvalidInputError
 from tests.test_deploy import make_engine
 
@@ -115,3 +116,13 @@ def test_failed_export_write_leaves_the_old_file_whole(tmp_path: Path) -> None:
     assert target.read_bytes() == before
     onnx.checker.check_model(str(target))
     assert [p.name for p in tmp_path.iterdir()] == ["model.onnx"]  # no temporary file left behind
+
+
+def test_a_write_that_must_not_follow_symlinks_replaces_the_link(tmp_path: Path) -> None:
+    """The engine cache's writes: a symlink planted at the path is replaced by the file, its target is untouched."""
+    target = tmp_path / "precious"
+    target.write_bytes(b"keep")
+    link = tmp_path / "cache.engine"
+    link.symlink_to(target)
+    atomic_write(link, b"engine", follow_symlinks=False)
+    assert not link.is_symlink() and link.read_bytes() == b"engine" and target.read_bytes() == b"keep"

@@ -97,6 +97,7 @@ class StandInGraph:
 
     def __init__(self) -> None:
         self.captured: tuple[StandInContext, tuple[Any, ...]] | None = None
+        self.capture_error_mode = ""
 
     def replay(self) -> None:
         assert self.captured is not None
@@ -138,7 +139,9 @@ def graphs(engine: StandInEngine, monkeypatch: pytest.MonkeyPatch) -> list[Stand
         return made[-1]
 
     @contextlib.contextmanager
-    def capture(graph: StandInGraph, stream: StandInStream | None = None) -> Iterator[None]:
+    def capture(graph: StandInGraph, stream: StandInStream | None = None, capture_error_mode: str = "global"
+                ) -> Iterator[None]:
+        graph.capture_error_mode = capture_error_mode  # torch's default: "global"
         before = len(engine.calls)
         yield
         enqueues = [c for c in engine.calls[before:] if c[0] == "enqueue"]
@@ -263,6 +266,66 @@ def test_each_cuda_graph_replays_the_state_it_was_captured_with(engine: StandInE
     assert len({ctx for _, ctx, _ in replays}) == 2 and len(graphs) == 2
     main = module._context(loaded).context
     assert all(ctx != id(main) for _, ctx, _ in replays)
+
+
+def test_graphs_are_captured_in_thread_local_mode(engine: StandInEngine, streams: list[StandInStream],
+                                                  graphs: list[StandInGraph]) -> None:
+    """torch's default "global" mode makes another thread's allocation or sync during the capture fail and
+    invalidate it; thread_local confines the rule to the capturing thread (GPU test below)."""
+    module, loaded = loaded_module(engine)
+    module._run_graph(loaded, [torch.randn(2, 3)], 0)
+    assert [g.capture_error_mode for g in graphs] == ["thread_local"]
+
+
+class GpuWorkContext(StandInContext):
+    """The stand-in context, whose enqueue also runs real GPU work on the given stream and, while that stream is
+    being captured, calls ``during_capture``."""
+
+    def __init__(self, engine: StandInEngine, during_capture: Any) -> None:
+        super().__init__(engine)
+        self.during_capture = during_capture
+
+    def execute_async_v3(self, stream: int) -> bool:
+        if not super().execute_async_v3(stream):
+            return False
+        with torch.cuda.stream(torch.cuda.ExternalStream(stream)):
+            torch.ones(1 << 16, device="cuda").mul_(2)
+            if torch.cuda.is_current_stream_capturing():
+                self.during_capture()
+        return True
+
+
+@pytest.mark.gpu
+def test_another_thread_allocating_during_a_capture_breaks_neither(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Real torch CUDA graphs and allocator on a GPU: while the engine's enqueue is being captured, a second thread
+    allocates device memory (a cudaMalloc: a size the cache cannot hold yet). In "global" capture mode that call fails
+    and invalidates the capture; in thread_local mode both succeed and the graph replays."""
+    errors: list[BaseException] = []
+
+    def allocate_in_another_thread() -> None:
+        def work() -> None:
+            try:
+                torch.empty((333 << 20) + (len(errors) << 21), dtype=torch.uint8, device="cuda")
+            except BaseException as exc:  # noqa: BLE001 - reported by the assert below
+                errors.append(exc)
+
+        other = threading.Thread(target=work)
+        other.start()
+        other.join(30)
+
+    engine = StandInEngine()
+    monkeypatch.setattr(engine, "create_execution_context",
+                        lambda: engine.contexts.append(GpuWorkContext(engine, allocate_in_another_thread))
+                        or engine.contexts[-1])
+    module = TRTModule(Engine(b"plan", metadata()))
+    loaded = _Loaded(None, None, engine, torch.device("cuda"), threading.local())  # type: ignore[arg-type]
+    x = torch.randn(2, 3, device="cuda")
+    module._run_graph(loaded, [x], 0)  # warm-up and capture
+    module._run_graph(loaded, [x], 0)  # replay
+    torch.cuda.synchronize()
+    assert errors == []
+    assert [c[0] for c in engine.calls].count("enqueue") == 2  # warm-up and capture; the replay is the graph's
+    assert all(entry is not None for entry in loaded.local.graphs.values()) and len(loaded.local.graphs) == 1
 
 
 def test_an_engine_tensorrt_cannot_capture_runs_without_a_graph(streams: list[StandInStream],

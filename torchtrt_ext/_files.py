@@ -4,7 +4,8 @@ Every file the package writes goes through ``atomic_write``: the bytes go to a t
 which then replaces the target with ``os.replace``, so a reader (or a failed write: full disk, ``ulimit -f``) sees
 the old file or the whole new one, never a truncated one. A new file gets the mode the umask gives (``0o666 &
 ~umask``, as ``open(path, "w")`` would), a replaced file keeps its mode, and a symlink is written through (its target
-is replaced, the link stays).
+is replaced, the link stays) except where the caller says not to (the engine cache). ``file_lock`` takes an
+inter-process lock, never through a symlink.
 """
 from __future__ import annotations
 
@@ -13,13 +14,18 @@ import logging
 import os
 import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO, Union
 
 import onnx
 
 from torchtrt_ext.errors import InvalidInputError, failure
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no inter-process lock
+    fcntl = None  # type: ignore[assignment]
 
 log = logging.getLogger("torchtrt_ext")
 
@@ -46,15 +52,17 @@ def _resolved(target: Path) -> Path:
 
 
 def _mode_for(target: Path) -> int:
+    """The mode of the regular file ``target`` (not followed if a symlink), else the one a new file gets."""
     try:
-        return stat.S_IMODE(os.stat(target).st_mode)
+        st = os.stat(target, follow_symlinks=False)
     except FileNotFoundError:
-        return 0o666 & ~current_umask()
+        st = None
+    return stat.S_IMODE(st.st_mode) if st is not None and stat.S_ISREG(st.st_mode) else 0o666 & ~current_umask()
 
 
-def _writable(path: str | os.PathLike[str]) -> Path:
+def _writable(path: str | os.PathLike[str], follow_symlinks: bool = True) -> Path:
     """The file to replace for a write to ``path``; InvalidInputError when its folder does not exist."""
-    target = _resolved(Path(path))
+    target = _resolved(Path(path)) if follow_symlinks else Path(path)
     if not target.parent.is_dir():
         raise InvalidInputError(failure(f"cannot write {path}: the folder {target.parent} does not exist",
                                         "an output path in an existing folder",
@@ -68,13 +76,14 @@ def _publish(tmp: str | os.PathLike[str], target: Path) -> None:
     os.replace(tmp, target)
 
 
-def atomic_write(path: str | os.PathLike[str], data: Union[bytes, Writer]) -> Path:
+def atomic_write(path: str | os.PathLike[str], data: Union[bytes, Writer], *, follow_symlinks: bool = True) -> Path:
     """Write ``data`` (bytes, or a function writing to a binary file) to ``path`` atomically; return the path.
 
     The folder must exist (``InvalidInputError`` naming it otherwise): a mistyped ``-o`` folder is an error, not a
-    reason to create folders.
+    reason to create folders. ``follow_symlinks=False`` (a folder others can write, such as a shared cache): a symlink
+    at ``path`` is replaced by the file, never written through.
     """
-    target = _writable(path)
+    target = _writable(path, follow_symlinks)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -114,6 +123,22 @@ def save_onnx(model: onnx.ModelProto, path: str | os.PathLike[str]) -> Path:
         _publish(os.path.join(tmp, data_name), target.parent / data_name)
         _publish(os.path.join(tmp, target.name), target)
     return target
+
+
+@contextlib.contextmanager
+def file_lock(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold an exclusive inter-process lock on the lock file ``path`` (created if missing), never through a symlink
+    (``O_NOFOLLOW``: in a shared folder a planted link would make us create or lock another file). OSError when it
+    cannot be opened; no lock where the OS has no ``fcntl`` (atomic writes still hold)."""
+    if fcntl is None:  # pragma: no cover - Windows
+        yield
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the last descriptor releases the lock
 
 
 def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:

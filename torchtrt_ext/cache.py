@@ -11,7 +11,9 @@ Folder: ``$TORCHTRT_EXT_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/torchtrt_ext`
 
 Writes are atomic (temp file + ``os.replace``); builders of one key take a file lock, so two processes building the
 same key build it once and leave one valid file. A corrupted file is logged, deleted and rebuilt, never loaded.
-An engine that carries host code (``embed_plugins=True``) is used only from a file this user owns; see
+No file of the folder is read or written through a symlink (one found there is reported and left alone), and an
+engine that carries host code (``embed_plugins=True``) is used only from a file this user owns (checked on the
+descriptor it is read from); see
 docs/deployment.md "Security" for why a cache folder shared with other users is still not safe for such engines.
 """
 from __future__ import annotations
@@ -20,6 +22,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import stat
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Union
@@ -28,16 +31,11 @@ import onnx
 
 from torchtrt_ext import _version
 from torchtrt_ext.backend import builder as _builder
-from torchtrt_ext._files import atomic_write
+from torchtrt_ext._files import atomic_write, file_lock
 from torchtrt_ext.backend.engine import Engine, canonical_json
 from torchtrt_ext.backend.options import BuildOptions, Target
 from torchtrt_ext.backend.profiles import DEFAULT_MAX_BATCH, ProfileSpec
 from torchtrt_ext.errors import CorruptEngineError
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: no inter-process lock, atomic writes still hold
-    fcntl = None  # type: ignore[assignment]
 
 log = logging.getLogger("torchtrt_ext.cache")
 
@@ -86,35 +84,34 @@ class EngineCache:
 
     @contextlib.contextmanager
     def locked(self, path: Path) -> Iterator[OSError | None]:
-        """Hold an inter-process lock for ``path`` (one builder per key at a time); yields None, or, when the folder
-        cannot be written (read-only, another user's), the error that says so, and holds no lock: cached files
-        are replaced atomically, so reading one without the lock is safe."""
+        """Hold an inter-process lock for ``path`` (one builder per key at a time); yields None, or, when the lock
+        file cannot be opened (a read-only folder, another user's, a symlink planted in its place), the error that
+        says so, and holds no lock: cached files are replaced atomically, so reading one without the lock is safe."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        if fcntl is None:
-            yield None
-            return
-        try:
-            handle = open(path.with_suffix(".lock"), "a+b")
-        except OSError as exc:
-            yield exc
-            return
-        with handle:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        with contextlib.ExitStack() as stack:
             try:
-                yield None
-            finally:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+                stack.enter_context(file_lock(path.with_suffix(".lock")))
+            except OSError as exc:
+                yield exc
+                return
+            yield None
 
     def load(self, path: Path, target: Target) -> Engine | None:
         """The cached engine at ``path`` if it is valid and built for ``target``; else None (after saying why)."""
+        if path.is_symlink():
+            log.warning("cached engine %s is a symlink, which torchtrt_ext never writes there (someone may have "
+                        "planted it); not reading or writing through it, building without caching", path)
+            return None
         try:
-            if not path.is_file():
-                self._report_other_targets(path, target)
-                return None
-            engine = Engine.load(path)
-        except OSError as exc:  # an unreadable folder or file: the caller builds
+            data, owned = _read_cache_file(path)
+        except FileNotFoundError:
+            self._report_other_targets(path, target)
+            return None
+        except OSError as exc:  # an unreadable folder or file, or a link planted since the check: the caller builds
             log.info("cached engine %s cannot be read (%s)", path, exc)
             return None
+        try:
+            engine = Engine.from_bytes(data, source=str(path))
         except CorruptEngineError as exc:
             log.warning("cached engine %s is corrupted (%s); deleting it and rebuilding", path, exc.what)
             with contextlib.suppress(OSError):
@@ -125,7 +122,7 @@ class EngineCache:
             log.warning("cached engine %s was built for %s, but this machine has %s; rebuilding for this machine",
                         path, cached.describe(), target.describe())
             return None
-        if engine.metadata.plugins_embedded and not _owned_by_this_user(path):
+        if engine.metadata.plugins_embedded and not owned:
             log.warning("cached engine %s carries host code (an embedded plugin library) and belongs to another user; "
                         "not running it, rebuilding (keep the cache in a folder only you can write: set %s)",
                         path, ENV_DIR)
@@ -137,21 +134,32 @@ class EngineCache:
         model_key = path.name.split("-")[0]
         for other in sorted(self.directory.glob(f"{model_key}-*.engine")):
             try:
-                cached = Engine.load(other).metadata.target
+                cached = Engine.from_bytes(_read_cache_file(other)[0], source=str(other)).metadata.target
             except Exception:  # noqa: BLE001 - a sibling we cannot read is just not reported
                 continue
             log.info("an engine of this model exists for %s (%s), not for this machine (%s); building one",
                      cached.describe(), other.name, target.describe())
 
     def store(self, path: Path, engine: Engine) -> None:
-        atomic_write(path, engine.to_bytes())
+        """Write the engine file atomically; a symlink at ``path`` is left alone, never written through."""
+        if path.is_symlink():
+            log.warning("not caching the engine at %s: a symlink is there (see the warning above)", path)
+            return
+        atomic_write(path, engine.to_bytes(), follow_symlinks=False)  # a link planted meanwhile is replaced
         log.info("engine cached: %s (%d bytes)", path, len(engine.plan))
 
 
-def _owned_by_this_user(path: Path) -> bool:
-    """Whether this process's user owns ``path`` (always True where the OS has no user ids)."""
-    getuid = getattr(os, "getuid", None)
-    return getuid is None or path.stat().st_uid == getuid()
+def _read_cache_file(path: Path) -> tuple[bytes, bool]:
+    """The bytes of the cache file ``path`` and whether this user owns it, both from one descriptor opened without
+    following a symlink (OSError) or blocking on a FIFO, so the file cannot be swapped between the check and the
+    read. FileNotFoundError when there is none."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    with os.fdopen(os.open(path, flags), "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{path} is not a regular file")
+        getuid = getattr(os, "getuid", None)
+        return handle.read(), getuid is None or info.st_uid == getuid()
 
 
 def cache_keys(model: onnx.ModelProto, options: BuildOptions, target: Target,

@@ -244,7 +244,7 @@ def create_runtime(api: TRTApi, metadata: EngineMetadata, *, allow_engine_host_c
     """A TensorRT ``Runtime`` for an engine with ``metadata``; host code is allowed only for an engine that carries it
     and only when ``allow_engine_host_code`` is True (else HostCodeNotAllowedError, before the Runtime exists)."""
     check_host_code_allowed(metadata, allow_engine_host_code, source)
-    runtime = api.trt.Runtime(api.make_logger())
+    runtime = api.trt.Runtime(api.logger())
     if metadata.plugins_embedded:
         api.allow_host_code(runtime)
     return runtime
@@ -489,7 +489,9 @@ class TRTModule(torch.nn.Module):
                         loaded.api.name if loaded.api is not None else "TensorRT")
             return None, static_out
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=stream):
+        # thread_local: another thread's CUDA calls meanwhile (an allocation, a sync: a data loader, another
+        # TRTModule) neither fail nor invalidate this capture, as torch's default "global" mode lets them
+        with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
             _enqueue(context, stream.cuda_stream, "capturing execute_async_v3 in a CUDA graph")
         return _Graph(graph, context, static_in, static_out), [o.clone() for o in static_out]
 

@@ -3,7 +3,7 @@
 // candidates are the (anchor, class) pairs scoring above the threshold (after an optional sigmoid), visited by score
 // (ties: lower anchor * C + class first); a candidate is kept unless a kept one of the same class (any class when
 // class-agnostic) overlaps it with IoU > iou_threshold; the first max_output_boxes kept are written, the rest is zero.
-// Every candidate is considered (TensorRT's plugin keeps only the best 4096 per image).
+// Every candidate is considered (TensorRT's plugin keeps only the best 5000 per image).
 //
 // No TensorRT and no torch headers here: the same launchers serve the eager op (ctypes) and the C++ plugin.
 #pragma once

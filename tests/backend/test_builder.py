@@ -10,9 +10,11 @@ import sys
 from pathlib import Path
 
 import onnx
+import torch
 import pytest
 from onnx import TensorProto, helper
 
+import torchtrt_ext
 from tests.helpers import raw_custom_graph
 from torchtrt_ext.backend import Engine, build_engine, load_backend
 from torchtrt_ext import _native
@@ -181,12 +183,13 @@ def test_stub_only_tensorrt_is_reported_as_missing(monkeypatch: pytest.MonkeyPat
 
 def test_tensorrt_messages_reach_python_logging(rtx: str, caplog: pytest.LogCaptureFixture) -> None:
     api = load_backend(rtx)
-    records: list[tuple[str, str]] = []
-    logger = api.make_logger(records)
-    with caplog.at_level(logging.DEBUG, logger="torchtrt_ext"):
+    logger = api.logger()
+    assert api.logger() is logger  # one for the process: TensorRT ignores a second while the first is in use
+    with caplog.at_level(logging.DEBUG, logger="torchtrt_ext"), api.messages() as records:
         logger.log(api.trt.ILogger.Severity.WARNING, "layer foo falls back to a slow kernel")
         logger.log(api.trt.ILogger.Severity.INFO, "just information")
-    assert ("WARNING", "layer foo falls back to a slow kernel") in records
+    logger.log(api.trt.ILogger.Severity.ERROR, "after the collection closed")
+    assert records == [("WARNING", "layer foo falls back to a slow kernel")]
     levels = {r.getMessage(): r.levelno for r in caplog.records}
     assert levels["TensorRT: layer foo falls back to a slow kernel"] == logging.WARNING
     assert levels["TensorRT: just information"] == logging.DEBUG
@@ -227,7 +230,7 @@ def test_tensorrt_10_builds_strongly_typed_without_precision_flags() -> None:
     assert TRTApi("tensorrt", trt10).network_flags() == 1 << 1
     assert TRTApi("tensorrt", trt11).network_flags() == 0
     assert not hasattr(TRTApi, "precision_flags")  # weak-typing flags are never set any more
-    assert TRTApi("tensorrt", trt10).capture_flags() == []
+    assert TRTApi("tensorrt", trt10).capture_flags(None) == []  # no network needed: never on TensorRT
 
 
 def test_tensorrt_rtx_engines_are_built_for_stream_capture(rtx: str, conv_onnx: onnx.ModelProto,
@@ -236,7 +239,7 @@ def test_tensorrt_rtx_engines_are_built_for_stream_capture(rtx: str, conv_onnx: 
     builds; the network is created with no (deprecated) typing flag."""
     api = load_backend(rtx)
     flag = api.trt.BuilderFlag.REQUIRE_USER_ALLOCATION
-    assert api.network_flags() == 0 and api.capture_flags() == [flag]
+    assert api.network_flags() == 0
     seen: list[object] = []
     original = api.trt.IBuilderConfig.set_flag
 
@@ -247,3 +250,45 @@ def test_tensorrt_rtx_engines_are_built_for_stream_capture(rtx: str, conv_onnx: 
     monkeypatch.setattr(api.trt.IBuilderConfig, "set_flag", spy)
     engine = build_engine(conv_onnx, backend=rtx, progress=False, precision="fp16")
     assert flag in seen and len(engine.plan) > 10_000
+
+
+class NmsHead(torch.nn.Module):
+    def forward(self, boxes: torch.Tensor, scores: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        from torchtrt_ext.ops.efficient_nms import efficient_nms
+
+        return efficient_nms(boxes, scores, max_output_boxes=5)
+
+
+def test_rtx_requires_user_allocation_only_where_the_network_can_be_captured(rtx: str,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """RTX fails a build with data-dependent shapes under REQUIRE_USER_ALLOCATION (its BuilderFlag docs), and such an
+    engine cannot be captured anyway: the decomposed EfficientNMS (ONNX NonMaxSuppression -> an NMS layer) and a
+    NonZero network get no flag; with our NMS plugin (fixed-size outputs) the engine gets it and builds. Real RTX
+    parser, network and builder (RTX 1.7 here has no NMS/NonZero kernels at all, so those two cannot build either
+    way on this machine)."""
+    from torchtrt_ext.backend.builder import graph_for_build, network_from_onnx, plan_build
+
+    try:
+        _native.plugin_library_path()
+    except LibraryNotFoundError as exc:
+        pytest.skip(f"the C++ plugin library is not built here: {exc}")
+    api = load_backend(rtx)
+    flag = api.trt.BuilderFlag.REQUIRE_USER_ALLOCATION
+    exported = torchtrt_ext.export_onnx(NmsHead(), (torch.rand(1, 8, 4), torch.rand(1, 8, 3)), exporter="legacy")
+    flags = {}
+    for mode in ("decompose", "cpp"):
+        build = plan_build(exported, backend=rtx, plugins=mode)
+        with api.messages() as records:
+            _, network = network_from_onnx(api, graph_for_build(build).model, build.plan, api.logger(), records)
+            flags[mode] = api.capture_flags(network)
+    assert flags == {"decompose": [], "cpp": [flag]}
+    builder = api.trt.Builder(api.logger())
+    network = builder.create_network(0)
+    network.mark_output(network.add_non_zero(network.add_input("x", api.trt.float32, (-1, 4))).get_output(0))
+    assert api.capture_flags(network) == []
+    seen: list[object] = []
+    original = api.trt.IBuilderConfig.set_flag
+    monkeypatch.setattr(api.trt.IBuilderConfig, "set_flag", lambda config, value: seen.append(value) or
+                        original(config, value))
+    engine = build_engine(exported, backend=rtx, plugins="cpp", progress=False)
+    assert flag in seen and engine.metadata.plugin_mode == "cpp"

@@ -135,7 +135,7 @@ def test_a_library_tensorrt_cannot_load_raises_and_is_not_cached(rtx: str, tmp_p
 _MIX = """
 import sys
 from tests.plugins import real_trtp
-modules = real_trtp._load()
+modules = real_trtp._load(real_trtp.TRTP_VERSION)
 if isinstance(modules, str):
     print("SKIP", modules); sys.exit(0)
 sys.modules.update(modules)

@@ -3,6 +3,7 @@ not exist: how plugins= plans it per backend (stand-in TRTApi objects test our o
 real builder does with the result is tested where RTX takes plugins)."""
 from __future__ import annotations
 
+import types
 from pathlib import Path
 
 import onnx
@@ -90,3 +91,30 @@ def test_tensorrt_rtx_has_no_tensorrt_plugin_library() -> None:
     assert trt.init_libnvinfer_plugins(trt.Logger(trt.Logger.ERROR), "")
     assert trt.get_plugin_registry().get_creator("EfficientNMS_TRT", "1", "") is None
     assert load_backend("tensorrt_rtx").tensorrt_plugin_creator("EfficientNMS_TRT", "1", "") is None
+
+
+class NormThenNms(torch.nn.Module):
+    def forward(self, boxes: torch.Tensor, scores: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return efficient_nms(torchtrt_ext.nn.L2Norm(2)(boxes), scores, max_output_boxes=5)
+
+
+def test_embedding_beside_tensorrts_own_plugin_is_refused_before_the_build(cpp_library: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """On TensorRT, embedding makes a version-compatible engine, which carries our library only and cannot use
+    TensorRT's libnvinfer_plugin: with EfficientNMS_TRT served by TensorRT's plugin beside our L2Norm, the build is
+    refused with the reason (stand-in TensorRT: our orchestration only)."""
+    from torchtrt_ext.backend import builder
+    from torchtrt_ext.errors import InvalidInputError
+
+    module = stand_in_tensorrt({("EfficientNMS_TRT", "1", "")})
+    module.BuilderFlag = types.SimpleNamespace(VERSION_COMPATIBLE=1)  # type: ignore[attr-defined]
+    module.IBuilderConfig = type("IBuilderConfig", (), {"plugins_to_serialize": None})  # type: ignore[attr-defined]
+    api = TRTApi("tensorrt", module)
+    monkeypatch.setattr(builder, "load_backend", lambda name: api)
+    model = torchtrt_ext.export_onnx(NormThenNms(), (torch.rand(1, 8, 4), torch.rand(1, 8, 3)), exporter="legacy")
+    assert {op.route for op in builder.plan_build(model, plugins="cpp").plan.ops} == {"cpp", "tensorrt"}
+    with pytest.raises(InvalidInputError, match=r"version-compatible engine that carries our plugin library only, and "
+                       r"\['EfficientNMS_TRT'\].*libnvinfer_vc_plugin.*Remedy: drop embed_plugins"):
+        builder.plan_build(model, plugins="cpp", embed_plugins=True)
+    rtx_like = TRTApi("tensorrt_rtx", module)  # RTX embeds without making the engine version-compatible
+    assert api.embedding_is_version_compatible and not rtx_like.embedding_is_version_compatible

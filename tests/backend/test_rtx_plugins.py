@@ -294,3 +294,19 @@ def test_alias_before_tensorrt_rtx_is_imported_says_what_to_do(rtx: str, library
     assert result.returncode == 1
     assert ("BuildError: libtensorrt_rtx.so.1 is not loaded in this process. Expected: the TensorRT-RTX library "
             "imported by the tensorrt_rtx package. Remedy: import tensorrt_rtx first") in result.stderr
+
+
+def test_a_rejected_node_is_quoted_while_a_runtime_is_alive(rtx: str, library: Path, conv_onnx: onnx.ModelProto
+                                                            ) -> None:
+    """TensorRT logs through the logger of the first builder or runtime still alive (a later one is ignored, with a
+    warning) and our plugin logs through TensorRT's: with a TRTModule's runtime held, a failing build must still quote
+    TensorRT's messages, our plugin's among them (real TensorRT-RTX runtime and builder)."""
+    from torchtrt_ext.runtime import create_runtime
+
+    engine = build_engine(conv_onnx, backend=rtx, progress=False)
+    runtime = create_runtime(load_backend(rtx), engine.metadata, allow_engine_host_code=False, source="test")
+    rejected = CASES["L2Norm"].rejected[1]
+    with pytest.raises(BuildError, match=rejected.message):
+        build_engine(case_graph("L2Norm", rejected=rejected), backend=rtx, plugins="cpp",
+                     profiles=list(CASES["L2Norm"].profiles), progress=False)
+    del runtime

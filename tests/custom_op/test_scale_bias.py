@@ -80,7 +80,9 @@ def test_the_python_plugin_comes_from_the_definition(trt_and_trtp: Any, monkeypa
     trt, trtp = trt_and_trtp
     assert ID in python_plugins.register_python_plugins()
     definition = trtp._lib.QDP_REGISTRY[ID]
-    assert definition.input_tensor_names == ["x"] and definition.input_attrs == {"scale": float, "bias": float}
+    assert definition.input_tensor_names == ["x"] and list(definition.input_attrs) == ["scale", "bias"]
+    assert [(f.name, f.type) for f in trtp._lib.QDP_CREATORS[ID].field_names] == [
+        ("scale", trt.PluginFieldType.FLOAT64), ("bias", trt.PluginFieldType.FLOAT64)]  # as a float annotation gives
     plugin = real_trtp.create_plugin(trt, trtp, ID, {"scale": 2.5, "bias": -1.0})
     assert plugin.get_output_data_types([trt.DataType.FLOAT], [2]) == [trt.DataType.FLOAT]
     (dims,) = real_trtp.output_shapes(trt, plugin, [("N", 5)], monkeypatch)

@@ -1,11 +1,12 @@
 """The real ``tensorrt.plugin`` package, run on TensorRT-RTX's Python bindings, for the Python-plugin tests.
 
 ``tensorrt.plugin`` is pure Python. It ships in NVIDIA's TensorRT bindings wheel, whose native module cannot load
-here (no TensorRT libraries); ``scripts/setup_env.sh`` unpacks that wheel into ``.deps/`` (``TRTP_FOLDER``). The
-package imports ``tensorrt`` for the binding classes it builds on (``DataType``, ``PluginField``, ``IPluginV3``,
-``IPluginCreatorV3Quick``, ``PluginTensorDesc``, ...); TensorRT-RTX's bindings have the same classes, so ``tensorrt``
-is served here by a module holding TensorRT-RTX's, plus one name RTX lacks: ``ISymExpr``, which the package only
-subclasses for ahead-of-time plugins, replaced by a class that refuses to be instantiated.
+here (no TensorRT libraries); ``scripts/setup_env.sh`` unpacks that wheel of each release in ``RELEASES`` into
+``.deps/`` (``folder``). The package imports ``tensorrt`` for the binding classes it builds on (``DataType``,
+``PluginField``, ``IPluginV3``, ``IPluginCreatorV3Quick``, ``PluginTensorDesc``, ...); TensorRT-RTX's bindings have
+the same classes, so ``tensorrt`` is served here by a module holding TensorRT-RTX's, plus one name RTX lacks:
+``ISymExpr``, which the package only subclasses for ahead-of-time plugins, replaced by a class that refuses to be
+instantiated.
 
 What cannot run here is the C++ side of a build: the IExprBuilder TensorRT hands to ``get_output_shapes`` exists only
 inside a build, and TensorRT-RTX's ONNX parser refuses ``tensorrt.plugin`` creators ("TensorRT-RTX imports IPluginV3
@@ -27,8 +28,16 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-TRTP_VERSION = "11.4.0.106"  # the first whose create_plugin reads scalar fields with numpy >= 2.4
-TRTP_FOLDER = ROOT / ".deps" / f"tensorrt-plugin-{TRTP_VERSION}" / "tensorrt_bindings"
+# One tensorrt.plugin release per minor version pip offers from 10.13 (keep in step with scripts/setup_env.sh);
+# before 11.3 create_plugin reads a scalar attribute as int(array) / float(array), which numpy >= 2.4 refuses.
+RELEASES = ("10.13.3.9.post1", "10.14.1.48.post1", "10.15.1.29", "10.16.1.11", "11.0.0.114", "11.1.0.106",
+            "11.2.1.2", "11.3.0.99", "11.4.0.106")
+TRTP_VERSION = RELEASES[-1]  # the one the tests that do not run per release use
+
+
+def folder(version: str) -> Path:
+    """Where scripts/setup_env.sh unpacks the bindings wheel of ``version``."""
+    return ROOT / ".deps" / f"tensorrt-plugin-{version}" / "tensorrt_bindings"
 
 
 class _NoISymExpr:
@@ -39,11 +48,12 @@ class _NoISymExpr:
 
 
 @functools.lru_cache(maxsize=None)
-def _load() -> dict[str, types.ModuleType] | str:
-    """The modules of ``tensorrt`` + ``tensorrt.plugin``, imported once, or why they cannot be."""
-    if not (TRTP_FOLDER / "plugin" / "__init__.py").is_file():
-        return (f"the real tensorrt.plugin package is not unpacked at {TRTP_FOLDER.parent} (scripts/setup_env.sh does "
-                f"it: pip install --no-deps --target ... tensorrt-cu13-bindings=={TRTP_VERSION})")
+def _load(version: str) -> dict[str, types.ModuleType] | str:
+    """The modules of ``tensorrt`` + ``tensorrt.plugin`` of ``version``, imported once, or why they cannot be."""
+    package = folder(version)
+    if not (package / "plugin" / "__init__.py").is_file():
+        return (f"the real tensorrt.plugin package is not unpacked at {package.parent} (scripts/setup_env.sh does "
+                f"it: pip install --no-deps --target ... tensorrt-cu13-bindings=={version})")
     try:
         rtx = importlib.import_module("tensorrt_rtx")
     except ImportError as exc:
@@ -52,7 +62,7 @@ def _load() -> dict[str, types.ModuleType] | str:
     trt = types.ModuleType("tensorrt")
     trt.__dict__.update({k: v for k, v in vars(rtx).items() if not k.startswith("__")})
     trt.__version__ = rtx.__version__
-    trt.__path__ = [str(TRTP_FOLDER)]  # type: ignore[attr-defined]
+    trt.__path__ = [str(package)]  # type: ignore[attr-defined]
     if not hasattr(trt, "ISymExpr"):
         trt.ISymExpr = _NoISymExpr  # type: ignore[attr-defined]
     for name in saved:
@@ -67,9 +77,10 @@ def _load() -> dict[str, types.ModuleType] | str:
         sys.modules.update(saved)
 
 
-def install(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
-    """(tensorrt, tensorrt.plugin) in sys.modules for this test (undone by monkeypatch), or skip with the reason."""
-    modules = _load()
+def install(monkeypatch: pytest.MonkeyPatch, version: str = TRTP_VERSION) -> tuple[Any, Any]:
+    """(tensorrt, tensorrt.plugin) of release ``version`` in sys.modules for this test (undone by monkeypatch), or
+    skip with the reason."""
+    modules = _load(version)
     if isinstance(modules, str):
         pytest.skip(modules)
     for name, module in modules.items():

@@ -25,17 +25,21 @@ ID = "torchtrt_ext::DeformConv2d"
 ATTRS = {"stride": np.array([2, 2], np.int32), "padding": np.array([1, 1], np.int32),
          "dilation": np.array([1, 1], np.int32), "groups": 2, "offset_groups": 2}
 
+PER_RELEASE = pytest.mark.parametrize("trt_and_trtp", real_trtp.RELEASES, indirect=True)
+
 
 @pytest.fixture
-def trt_and_trtp(monkeypatch: pytest.MonkeyPatch) -> Any:
+def trt_and_trtp(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Any:
+    """The real package of the newest release, or of the release a test parametrizes it with (``PER_RELEASE``)."""
     python_plugins._dtype_maps.cache_clear()
-    trt, trtp = real_trtp.install(monkeypatch)
+    trt, trtp = real_trtp.install(monkeypatch, getattr(request, "param", real_trtp.TRTP_VERSION))
     python_plugins.register_python_plugins()
     yield trt, trtp
     real_trtp.deregister(trt, trtp)
     python_plugins._dtype_maps.cache_clear()
 
 
+@PER_RELEASE
 def test_registered_with_every_input_and_the_op_attributes(trt_and_trtp: Any) -> None:
     _, trtp = trt_and_trtp
     definition = trtp._lib.QDP_REGISTRY[ID]
@@ -44,6 +48,7 @@ def test_registered_with_every_input_and_the_op_attributes(trt_and_trtp: Any) ->
 
 
 @pytest.mark.parametrize("ranks", [[4, 4, 4, 1, 1], [4, 4, 4, 1, 4]], ids=["bias-and-mask-absent", "all-present"])
+@PER_RELEASE
 def test_output_types_with_fake_shape_expressions(trt_and_trtp: Any, ranks: list[int]) -> None:
     """TensorRT infers output types first, with fake ShapeExprs whose values cannot be read (is_constant raises)."""
     trt, trtp = trt_and_trtp
@@ -74,14 +79,20 @@ def test_output_shapes_on_real_shape_expressions(trt_and_trtp: Any, monkeypatch:
     assert [d.get_constant_value() for d in dims] == [2, 24, 5, 6]
 
 
-def test_autotune_offers_one_linear_type_for_all_five_inputs(trt_and_trtp: Any,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+@PER_RELEASE
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic-hw"])
+def test_autotune_offers_one_linear_type_for_all_five_inputs(trt_and_trtp: Any, monkeypatch: pytest.MonkeyPatch,
+                                                            dynamic: bool) -> None:
+    """With dynamic height/width TensorRT's descs hold -1 for them (``desc.dims``; the range is in min/max): the
+    checks must take -1 as unknown, as the C++ plugin does, not as a size giving an empty output."""
     trt, trtp = trt_and_trtp
     plugin = real_trtp.create_plugin(trt, trtp, ID, ATTRS)
-    shapes = [(2, 16, 9, 11), (2, 36, 5, 6), (24, 8, 3, 3), (24,), (0,)]  # mask absent (a placeholder)
+    h, w, ho, wo = ("H", "W", "HO", "WO") if dynamic else (9, 11, 5, 6)
+    shapes = [(2, 16, h, w), (2, 36, ho, wo), (24, 8, 3, 3), (24,), (0,)]  # mask absent (a placeholder)
     plugin.get_output_data_types([trt.DataType.FLOAT] * 5, [len(s) for s in shapes])
     real_trtp.output_shapes(trt, plugin, shapes, monkeypatch)
-    in_out = [real_trtp.tensor_desc(trt, s, trt.DataType.FLOAT) for s in [*shapes, (2, 24, 5, 6)]]
+    dims = [tuple(-1 if isinstance(d, str) else d for d in s) for s in [*shapes, (2, 24, ho, wo)]]
+    in_out = [real_trtp.tensor_desc(trt, s, trt.DataType.FLOAT) for s in dims]
     combos = plugin.get_supported_format_combinations(in_out, 5)
     types = [tuple(c.type for c in combos[i:i + 6]) for i in range(0, len(combos), 6)]
     assert types == [(trt.DataType.FLOAT,) * 6, (trt.DataType.HALF,) * 6, (trt.DataType.BF16,) * 6]

@@ -22,11 +22,14 @@ from torchtrt_ext.ops.l2norm import SPEC, l2norm
 
 ID = "torchtrt_ext::L2Norm"
 
+PER_RELEASE = pytest.mark.parametrize("trt_and_trtp", real_trtp.RELEASES, indirect=True)
+
 
 @pytest.fixture
-def trt_and_trtp(monkeypatch: pytest.MonkeyPatch) -> Any:
+def trt_and_trtp(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Any:
+    """The real package of the newest release, or of the release a test parametrizes it with (``PER_RELEASE``)."""
     python_plugins._dtype_maps.cache_clear()
-    trt, trtp = real_trtp.install(monkeypatch)
+    trt, trtp = real_trtp.install(monkeypatch, getattr(request, "param", real_trtp.TRTP_VERSION))
     python_plugins.register_python_plugins()
     yield trt, trtp
     real_trtp.deregister(trt, trtp)
@@ -50,16 +53,22 @@ def test_tensorrt_without_tensorrt_plugin_is_reported(monkeypatch: pytest.Monkey
         python_plugins.register_python_plugins()
 
 
+@PER_RELEASE
 def test_l2norm_registered_under_the_cpp_creator_name_with_the_op_attributes(trt_and_trtp: Any) -> None:
-    _, trtp = trt_and_trtp
+    """Scalar attributes are declared as 1-element arrays: the creator's fields (what TensorRT's parser fills and
+    the engine serializes) are the INT64/FLOAT64 ones an ``int``/``float`` annotation declares, and every release
+    reads them back, where before 11.3 an ``int`` annotation is read as ``int(array)``, which numpy >= 2.4 refuses."""
+    trt, trtp = trt_and_trtp
     definition = trtp._lib.QDP_REGISTRY[ID]  # what the real trtp.register recorded after validating our function
     assert definition.input_tensor_names == list(SPEC.inputs) == ["x"]
     assert list(definition.input_attrs) == [a.name for a in SPEC.attrs] == ["axis", "eps"]
-    assert definition.input_attrs == {"axis": int, "eps": float}
+    assert [(f.name, f.type) for f in trtp._lib.QDP_CREATORS[ID].field_names] == [("axis", trt.PluginFieldType.INT64),
+                                                                       ("eps", trt.PluginFieldType.FLOAT64)]
     assert definition.impl_attr_names == definition.autotune_attr_names == ["axis", "eps"]
     assert ID in python_plugins.register_python_plugins()  # idempotent: no second register (it would raise)
 
 
+@PER_RELEASE
 def test_output_types_and_shapes_come_from_the_op_definition(trt_and_trtp: Any,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     trt, trtp = trt_and_trtp
@@ -73,13 +82,16 @@ def test_output_types_and_shapes_come_from_the_op_definition(trt_and_trtp: Any,
         plugin.get_output_data_types([trt.DataType.FLOAT], [4])
 
 
-def test_autotune_offers_linear_float32_float16_bfloat16_only(trt_and_trtp: Any,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+@PER_RELEASE
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_autotune_offers_linear_float32_float16_bfloat16_only(trt_and_trtp: Any, monkeypatch: pytest.MonkeyPatch,
+                                                              dynamic: bool) -> None:
+    """Dynamic dims reach autotune as -1 (``desc.dims``)."""
     trt, trtp = trt_and_trtp
     plugin = real_trtp.create_plugin(trt, trtp, ID, {"axis": 1, "eps": 1e-6})
     plugin.get_output_data_types([trt.DataType.FLOAT], [3])
-    real_trtp.output_shapes(trt, plugin, [(2, 8, 4)], monkeypatch)
-    in_out = [real_trtp.tensor_desc(trt, (2, 8, 4), trt.DataType.FLOAT)] * 2
+    real_trtp.output_shapes(trt, plugin, [("N", 8, "W") if dynamic else (2, 8, 4)], monkeypatch)
+    in_out = [real_trtp.tensor_desc(trt, (-1, 8, -1) if dynamic else (2, 8, 4), trt.DataType.FLOAT)] * 2
     combos = plugin.get_supported_format_combinations(in_out, 1)
     pairs = [(combos[i].type, combos[i + 1].type) for i in range(0, len(combos), 2)]
     assert pairs == [(trt.DataType.FLOAT,) * 2, (trt.DataType.HALF,) * 2, (trt.DataType.BF16,) * 2]
@@ -164,3 +176,9 @@ def test_engine_with_python_plugin_matches_pytorch(tmp_path: Any) -> None:
     assert context.execute_async_v3(stream.cuda_stream)
     stream.synchronize()
     torch.testing.assert_close(y.cpu(), torch.nn.functional.normalize(x, dim=1, eps=1e-6), rtol=1e-5, atol=1e-6)
+
+
+def test_setup_env_unpacks_every_release_the_tests_run_on() -> None:
+    script = (real_trtp.ROOT / "scripts" / "setup_env.sh").read_text()
+    loop = script.split("for TRTP_VERSION in ", 1)[1].split("; do", 1)[0]
+    assert tuple(loop.replace("\\\n", " ").split()) == real_trtp.RELEASES

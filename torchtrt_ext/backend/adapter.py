@@ -8,7 +8,8 @@ handled here only:
   network is created ``STRONGLY_TYPED``, which ``network_flags`` asks for (the graph is already typed by
   ``apply_precision``; pinning layers with ``layer.precision`` is deprecated since 10.12 and misses the extra layers the
   parser names ``<node>_<n>``). Detected by feature (``BuilderFlag.FP16`` exists), never by version string;
-- CUDA stream capture: TensorRT-RTX needs engines built with ``REQUIRE_USER_ALLOCATION`` (``capture_flags``);
+- CUDA stream capture: TensorRT-RTX needs engines built with ``REQUIRE_USER_ALLOCATION``, which it refuses for
+  networks with data-dependent shapes (``capture_flags``);
 - plugins: TensorRT-RTX's ONNX parser imports C++ IPluginV3 plugins only (creators must be ``IPluginCreatorV3One``;
   the ``tensorrt.plugin`` Python creators are refused, ``supports_python_plugins``), and on its first plugin node it
   dlopens ``libtensorrt_rtx.so``, a name the pip wheel lacks: ``load_plugin_library`` makes that name resolve first
@@ -21,6 +22,7 @@ Everything else in ``torchtrt_ext`` calls TensorRT through a ``TRTApi`` object r
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib
@@ -29,6 +31,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from torchtrt_ext._progress import Counter
@@ -93,20 +96,30 @@ class TRTApi:
             return 0
         return 1 << int(self.trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
 
-    def capture_flags(self) -> list[Any]:
-        """Builder flags an engine needs for CUDA stream capture (``TRTModule(cuda_graphs=True)``): TensorRT-RTX's
-        ``REQUIRE_USER_ALLOCATION`` (RTX >= 1.2, with ``is_stream_capturable`` at run time); [] elsewhere."""
+    def capture_flags(self, network: trt_t.INetworkDefinition) -> list[Any]:
+        """Builder flags the engine of ``network`` needs for CUDA stream capture (``TRTModule(cuda_graphs=True)``):
+        TensorRT-RTX's ``REQUIRE_USER_ALLOCATION`` (RTX >= 1.2, with ``is_stream_capturable`` at run time), only
+        where the network can be captured at all: with data-dependent shapes (NonZero, NMS, while loops) RTX fails
+        the build under that flag, and such an engine cannot be captured anyway. [] elsewhere."""
         flag = getattr(self.trt.BuilderFlag, "REQUIRE_USER_ALLOCATION", None)
-        return [flag] if self.is_rtx and flag is not None else []
+        if not self.is_rtx or flag is None or _has_data_dependent_shapes(self.trt, network):
+            return []
+        return [flag]
 
     def can_embed_plugins(self) -> bool:
         """True where a plugin library can be serialized into the plan (``plugins_to_serialize`` exists)."""
         return hasattr(self.trt.IBuilderConfig, "plugins_to_serialize")
 
+    @property
+    def embedding_is_version_compatible(self) -> bool:
+        """True where serializing a plugin library into the plan makes a version-compatible engine (TensorRT; not
+        TensorRT-RTX), which cannot use TensorRT's own plugin library (libnvinfer_plugin)."""
+        return not self.is_rtx and hasattr(self.trt.BuilderFlag, "VERSION_COMPATIBLE")
+
     def set_plugins_to_serialize(self, config: trt_t.IBuilderConfig, paths: list[str]) -> None:
         """Serialize the plugin libraries into the plan. TensorRT 10 wants a version-compatible engine for that;
         TensorRT-RTX embeds without it and fails with it ("Unable to load library: libnvinfer_lean.so.1")."""
-        if not self.is_rtx and hasattr(self.trt.BuilderFlag, "VERSION_COMPATIBLE"):
+        if self.embedding_is_version_compatible:
             config.set_flag(self.trt.BuilderFlag.VERSION_COMPATIBLE)
         config.plugins_to_serialize = paths
 
@@ -142,13 +155,21 @@ class TRTApi:
             return None
         return self.trt.get_plugin_registry().get_creator(name, version, namespace)
 
-    def make_logger(self, records: list[tuple[str, str]] | None = None) -> trt_t.ILogger:
-        """An ILogger forwarding TensorRT messages to Python logging ("torchtrt_ext.backend").
+    def logger(self) -> trt_t.ILogger:
+        """The one ILogger every Builder, Runtime and plugin library of this backend gets, alive for the process; it
+        forwards TensorRT's messages to Python logging ("torchtrt_ext.backend") and to every open ``messages()``.
 
-        Errors and warnings are also appended to ``records`` (severity, message) so a failed build can quote them.
+        One, because TensorRT logs through the logger of the first builder or runtime still alive and ignores a later
+        one (a build's own logger would miss its messages while a TRTModule lives), and because
+        ``init_libnvinfer_plugins`` keeps the pointer without a reference (its binding has no keep_alive).
         """
-        logger: trt_t.ILogger = _make_logger(self.trt, records)
+        logger: trt_t.ILogger = _process_logger(self.trt)
         return logger
+
+    def messages(self) -> contextlib.AbstractContextManager[list[tuple[str, str]]]:
+        """A context collecting the (severity, message) of the errors and warnings TensorRT logs meanwhile, so a failed
+        build can quote them. Builds collecting at the same time each see the messages of all of them."""
+        return _collect(_process_logger(self.trt))
 
     def make_progress_monitor(self, stream: Any = None) -> trt_t.IProgressMonitor:
         """An IProgressMonitor printing one stderr line when each top-level build phase starts and finishes."""
@@ -161,35 +182,56 @@ class TRTApi:
         return dims
 
 
+def _has_data_dependent_shapes(trt: Any, network: Any) -> bool:
+    """Whether a layer of ``network`` makes shapes that only the data decides (TensorRT's NonZero, NMS, trip limit)."""
+    kinds = {getattr(trt.LayerType, name) for name in ("NON_ZERO", "NMS", "TRIP_LIMIT") if hasattr(trt.LayerType, name)}
+    return any(network.get_layer(i).type in kinds for i in range(network.num_layers))
+
+
 @functools.lru_cache(maxsize=None)
 def _tensorrt_plugins_registered(api: TRTApi) -> bool:
     """Register TensorRT's own plugin creators (namespace "") once per process; False when TensorRT refuses."""
-    registered = bool(api.trt.init_libnvinfer_plugins(api.make_logger(), ""))
+    registered = bool(api.trt.init_libnvinfer_plugins(api.logger(), ""))
     if not registered:
         log.warning("%s %s: init_libnvinfer_plugins failed; its plugins are not available", api.name, api.version)
     return registered
 
 
-def _make_logger(trt: Any, records: list[tuple[str, str]] | None) -> Any:
+@functools.lru_cache(maxsize=None)  # the cache keeps each logger alive for the process
+def _process_logger(trt: Any) -> Any:
     sev = trt.ILogger.Severity
     levels = {sev.INTERNAL_ERROR: logging.CRITICAL, sev.ERROR: logging.ERROR, sev.WARNING: logging.WARNING,
               sev.INFO: logging.DEBUG, sev.VERBOSE: _TRACE}
     base: Any = trt.ILogger
-    lock = threading.Lock()
 
     class _Logger(base):  # type: ignore[misc]
         def __init__(self) -> None:
             base.__init__(self)
+            self.lock = threading.Lock()
+            self.collecting: dict[int, list[tuple[str, str]]] = {}  # id -> the list of an open messages()
 
         def log(self, severity: Any, msg: str) -> None:
             level = levels.get(severity, logging.INFO)
-            if records is not None and level >= logging.WARNING:
-                with lock:
-                    records.append((logging.getLevelName(level), msg))
+            if level >= logging.WARNING:
+                with self.lock:
+                    for records in self.collecting.values():
+                        records.append((logging.getLevelName(level), msg))
             if log.isEnabledFor(level):
                 log.log(level, "TensorRT: %s", msg)
 
     return _Logger()
+
+
+@contextlib.contextmanager
+def _collect(logger: Any) -> Iterator[list[tuple[str, str]]]:
+    records: list[tuple[str, str]] = []
+    with logger.lock:
+        logger.collecting[id(records)] = records
+    try:
+        yield records
+    finally:
+        with logger.lock:
+            del logger.collecting[id(records)]
 
 
 def _make_progress_monitor(trt: Any, stream: Any) -> Any:

@@ -27,9 +27,8 @@ import onnx
 import torch
 
 from torchtrt_ext import _version
-from torchtrt_ext.backend import remedies
+from torchtrt_ext.backend import remedies, timing_cache_file
 from torchtrt_ext.backend.adapter import TRTApi, load_backend
-from torchtrt_ext._files import atomic_write
 from torchtrt_ext.backend.engine import TRT_DTYPE_NAMES, Engine, EngineMetadata, TensorInfo
 from torchtrt_ext.backend.options import BuildOptions, Target
 from torchtrt_ext.backend.plugin_plan import PluginPlan
@@ -123,6 +122,16 @@ def plan_build(onnx_model_or_path: OnnxSource, options: BuildOptions) -> BuildPl
             "the C++ plugin library (plugins='cpp' or 'auto' with the library built) on a TensorRT with "
             "IBuilderConfig.plugins_to_serialize",
             "drop embed_plugins, or build the plugin library and pass plugins='cpp'"))
+    theirs = sorted({op.op_type for op in plan.ops if op.route == "tensorrt"})
+    if options.embed_plugins and theirs and api.embedding_is_version_compatible:
+        raise InvalidInputError(failure(
+            f"embed_plugins=True on {api.name} {api.version} makes a version-compatible engine that carries our plugin "
+            f"library only, and {theirs} would come from TensorRT's own plugin library, which such an engine cannot "
+            "use; the version-compatible plugin libraries TensorRT's parser names for it "
+            "(OnnxParser.get_used_vc_plugin_libraries, libnvinfer_vc_plugin; trtexec --versionCompatible embeds "
+            "them) are not embedded by torchtrt_ext", "only ops our plugin library serves (or decomposed ones) when "
+            "embedding",
+            "drop embed_plugins: the engine then loads TensorRT's plugin library and ours where it runs"))
     # graph inputs keep their names and exported types through precision and decomposition
     full_profiles = profiles_for_graph(graph_inputs(model), list(options.profiles) or None,
                                        max_batch=options.max_batch)
@@ -156,11 +165,10 @@ def _engine_of(build: BuildPlan, *, timing_cache: str | os.PathLike[str] | None,
                output_tree: dict[str, Any] | None) -> Engine:
     api, plan = build.api, build.plan
     typed = graph_for_build(build)
-    records: list[tuple[str, str]] = []
-    logger = api.make_logger(records)
-    builder, network = network_from_onnx(api, typed.model, plan, logger, records)
-    config = configure(builder, network, build, timing_cache=timing_cache, progress=progress)
-    plan_bytes = engine_from_network(api, builder, network, config, records, timing_cache=timing_cache)
+    with api.messages() as records:
+        builder, network = network_from_onnx(api, typed.model, plan, api.logger(), records)
+        config = configure(builder, network, build, timing_cache=timing_cache, progress=progress)
+        plan_bytes = engine_from_network(api, builder, network, config, records, timing_cache=timing_cache)
     inputs = tuple(_info(network.get_input(i)) for i in range(network.num_inputs))
     outputs = tuple(_info(network.get_output(i)) for i in range(network.num_outputs))
     metadata = EngineMetadata(
@@ -257,7 +265,7 @@ def configure(builder: trt_t.Builder, network: trt_t.INetworkDefinition, build: 
     workspace = build.options.workspace
     config: trt_t.IBuilderConfig = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace or default_workspace())
-    for flag in api.capture_flags():  # any engine may later run with cuda_graphs=True
+    for flag in api.capture_flags(network):  # any engine may later run with cuda_graphs=True
         config.set_flag(flag)
 
     names = {network.get_input(i).name for i in range(network.num_inputs)}
@@ -271,8 +279,7 @@ def configure(builder: trt_t.Builder, network: trt_t.INetworkDefinition, build: 
 
     cache_path = _timing_cache_path(api, timing_cache)
     if cache_path is not None:
-        blob = cache_path.read_bytes() if cache_path.is_file() else b""
-        config.set_timing_cache(config.create_timing_cache(blob), False)
+        timing_cache_file.attach(config, cache_path)
     monitor = api.make_progress_monitor() if progress else None
     if monitor is not None:
         config.progress_monitor = monitor
@@ -304,13 +311,15 @@ def engine_from_network(api: TRTApi, builder: trt_t.Builder, network: trt_t.INet
     log.info("built %s engine: %d bytes in %.1f s", api.name, len(plan_bytes), time.monotonic() - started)
     cache_path = _timing_cache_path(api, timing_cache)
     if cache_path is not None:
-        atomic_write(cache_path, bytes(config.get_timing_cache().serialize()))
+        timing_cache_file.save(config, cache_path)
     return plan_bytes
 
 
 def _said(records: list[tuple[str, str]]) -> str:
     """The last TensorRT errors and warnings, one indented line each (a plugin's own messages among them)."""
-    return "\n".join(f"  {level}: {msg}" for level, msg in records[-15:]) or "  (no message)"
+    return "\n".join(f"  {level}: {msg}" for level, msg in records[-15:]) or (
+        "  (no message reached torchtrt_ext: TensorRT logs through the logger of the first builder or runtime still "
+        "alive, which may be another library's)")
 
 
 def _info(tensor: trt_t.ITensor) -> TensorInfo:

@@ -109,9 +109,16 @@ def _torch_dtype(trt_dtype: Any) -> torch.dtype:
 
 
 def _attr_annotation(kind: str) -> Any:
-    """The tensorrt.plugin attribute annotation of an OpSpec attribute kind."""
-    annotations = {"int": int, "float": float, "str": str,
-                   "ints": np.ndarray[Any, np.dtype[np.int32]], "floats": np.ndarray[Any, np.dtype[np.float32]]}
+    """The tensorrt.plugin attribute annotation of an OpSpec attribute kind.
+
+    A scalar is declared as a 1-element array of the dtype its Python type would declare (int64, float64): the
+    creator's fields, hence what TensorRT's parser fills and the engine serializes, are the same, and every release
+    reads them back, where releases before 11.2 read an ``int``/``float`` attribute as ``int(array)``, which numpy
+    >= 2.4 refuses.
+    """
+    annotations = {"int": np.ndarray[Any, np.dtype[np.int64]], "float": np.ndarray[Any, np.dtype[np.float64]],
+                   "str": str, "ints": np.ndarray[Any, np.dtype[np.int32]],
+                   "floats": np.ndarray[Any, np.dtype[np.float32]]}
     return annotations[kind]
 
 
@@ -123,11 +130,11 @@ def _canonical_attrs(spec: OpSpec, shapes: list[tuple], dtypes: list[torch.dtype
 
 
 def _plain(value: Any, kind: str) -> Any:
-    """Python scalars/lists from what tensorrt.plugin hands over (numpy values)."""
+    """Python scalars/lists from what tensorrt.plugin hands over (numpy arrays; a scalar is a 1-element one)."""
     if kind == "int":
-        return int(value)
+        return int(np.asarray(value).item())
     if kind == "float":
-        return float(value)
+        return float(np.asarray(value).item())
     if kind in ("ints", "floats"):
         return [int(v) if kind == "ints" else float(v) for v in np.asarray(value).ravel()]
     return value
@@ -145,10 +152,28 @@ def _output_descs(spec: OpSpec, trtp: Any, tensors: Sequence[Any], attrs: dict[s
     return descs[0] if len(descs) == 1 else tuple(descs)
 
 
+class _RuntimeDim:
+    """A dimension known only at run time: -1 in the dims TensorRT gives autotune (``desc.dims``; the range is in
+    min/max). Arithmetic on it stays unknown, so the op's checks skip it as they skip symbolic dims (an int -1 would
+    be checked as a size), as the C++ plugins do."""
+
+    def _unknown(self, *_: Any) -> _RuntimeDim:
+        return self
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __floordiv__ = __rfloordiv__ = _unknown
+
+    def __repr__(self) -> str:
+        return "?"
+
+
+_RUNTIME_DIM = _RuntimeDim()
+
+
 def _type_combinations(spec: OpSpec, trtp: Any, tensors: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     """One LINEAR combination per dtype of the op definition: all inputs of that dtype, outputs by the rule."""
     shapes = [tuple(t.shape) for t in tensors]
-    shapes = shapes[:len(_present(spec, tensors, shapes))]
+    shapes = [tuple(_RUNTIME_DIM if d < 0 else d for d in shape)
+              for shape in shapes[:len(_present(spec, tensors, shapes))]]
     combinations = []
     for dtype in spec.dtypes:
         if dtype not in _AUTOTUNE_NAMES:

@@ -13,10 +13,11 @@ Outputs: ``num_detections [B, 1] int32``, ``detection_boxes [B, K, 4]`` (always 
 (after the sigmoid), ``detection_classes [B, K] int32``, ``K = max_output_boxes``; entries past ``num_detections``
 are zeros.
 
-Where TensorRT's plugin differs: it keeps at most the 4096 best candidates per image before suppression; it keeps
-scores ``>=`` the threshold and suppresses at IoU ``>=`` the threshold (here, as in ONNX ``NonMaxSuppression``:
-``>``; the two differ only on exact equality); with float16 inputs it sorts on a reduced-precision score; it takes no
-bfloat16. The decomposition uses ONNX ``NonMaxSuppression`` (float32) and gives the same detections as the eager op.
+Where TensorRT's plugin differs (the table in docs/detection-nms.md lists every difference): it keeps at most the 5000
+best candidates per image before suppression (2000 on Jetson TX1/TX2); it keeps scores ``>=`` the threshold and
+suppresses at IoU ``>=`` the threshold (here, as in ONNX ``NonMaxSuppression``: ``>``); it refuses
+``iou_threshold=0``; with float16 inputs it sorts on a reduced-precision score; it takes no bfloat16. The
+decomposition uses ONNX ``NonMaxSuppression`` (float32) and gives the same detections as the eager op.
 """
 from __future__ import annotations
 
