@@ -267,6 +267,7 @@ def test_rtx_requires_user_allocation_only_where_the_network_can_be_captured(rtx
     parser, network and builder (RTX 1.7 here has no NMS/NonZero kernels at all, so those two cannot build either
     way on this machine)."""
     from torchtrt_ext.backend.builder import graph_for_build, network_from_onnx, plan_build
+    from torchtrt_ext.backend.options import BuildOptions
 
     try:
         _native.plugin_library_path()
@@ -277,7 +278,7 @@ def test_rtx_requires_user_allocation_only_where_the_network_can_be_captured(rtx
     exported = torchtrt_ext.export_onnx(NmsHead(), (torch.rand(1, 8, 4), torch.rand(1, 8, 3)), exporter="legacy")
     flags = {}
     for mode in ("decompose", "cpp"):
-        build = plan_build(exported, backend=rtx, plugins=mode)
+        build = plan_build(exported, BuildOptions.of(backend=rtx, plugins=mode))
         with api.messages() as records:
             _, network = network_from_onnx(api, graph_for_build(build).model, build.plan, api.logger(), records)
             flags[mode] = api.capture_flags(network)

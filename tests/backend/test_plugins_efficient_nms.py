@@ -15,6 +15,7 @@ from torchtrt_ext import _native
 from tests.helpers import node_attrs, stand_in_tensorrt
 from torchtrt_ext.backend import plugins
 from torchtrt_ext.backend.adapter import TRTApi
+from torchtrt_ext.backend.options import BuildOptions
 from torchtrt_ext.backend.plugin_plan import OpPlan
 from torchtrt_ext.errors import LibraryNotFoundError
 from torchtrt_ext.ops import PROVIDER_OURS, PROVIDER_TENSORRT, PluginRef
@@ -112,9 +113,9 @@ def test_embedding_beside_tensorrts_own_plugin_is_refused_before_the_build(cpp_l
     api = TRTApi("tensorrt", module)
     monkeypatch.setattr(builder, "load_backend", lambda name: api)
     model = torchtrt_ext.export_onnx(NormThenNms(), (torch.rand(1, 8, 4), torch.rand(1, 8, 3)), exporter="legacy")
-    assert {op.route for op in builder.plan_build(model, plugins="cpp").plan.ops} == {"cpp", "tensorrt"}
+    assert {op.route for op in builder.plan_build(model, BuildOptions.of(plugins="cpp")).plan.ops} == {"cpp", "tensorrt"}
     with pytest.raises(InvalidInputError, match=r"version-compatible engine that carries our plugin library only, and "
                        r"\['EfficientNMS_TRT'\].*libnvinfer_vc_plugin.*Remedy: drop embed_plugins"):
-        builder.plan_build(model, plugins="cpp", embed_plugins=True)
+        builder.plan_build(model, BuildOptions.of(plugins="cpp", embed_plugins=True))
     rtx_like = TRTApi("tensorrt_rtx", module)  # RTX embeds without making the engine version-compatible
     assert api.embedding_is_version_compatible and not rtx_like.embedding_is_version_compatible

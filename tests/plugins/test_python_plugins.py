@@ -54,16 +54,30 @@ def test_tensorrt_without_tensorrt_plugin_is_reported(monkeypatch: pytest.Monkey
 
 
 @PER_RELEASE
-def test_l2norm_registered_under_the_cpp_creator_name_with_the_op_attributes(trt_and_trtp: Any) -> None:
+def test_l2norm_registered_under_the_cpp_creator_name_with_the_op_attributes(trt_and_trtp: Any,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """Scalar attributes are declared as 1-element arrays: the creator's fields (what TensorRT's parser fills and
     the engine serializes) are the INT64/FLOAT64 ones an ``int``/``float`` annotation declares, and every release
     reads them back, where before 11.3 an ``int`` annotation is read as ``int(array)``, which numpy >= 2.4 refuses."""
     trt, trtp = trt_and_trtp
+    # The creator trtp builds, recorded as it is made: the registry answers with our C++ creator instead wherever an
+    # earlier test of this process loaded the C++ library (TensorRT-RTX cannot deregister a library's creators).
+    made: list[Any] = []
+
+    class Recorded(trtp._lib._TemplatePluginCreator):  # type: ignore[name-defined,misc]
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            made.append(self)
+
+    real_trtp.deregister(trt, trtp)
+    monkeypatch.setattr(trtp._lib, "_TemplatePluginCreator", Recorded)
+    assert ID in python_plugins.register_python_plugins()
     definition = trtp._lib.QDP_REGISTRY[ID]  # what the real trtp.register recorded after validating our function
     assert definition.input_tensor_names == list(SPEC.inputs) == ["x"]
     assert list(definition.input_attrs) == [a.name for a in SPEC.attrs] == ["axis", "eps"]
-    assert [(f.name, f.type) for f in trtp._lib.QDP_CREATORS[ID].field_names] == [("axis", trt.PluginFieldType.INT64),
-                                                                       ("eps", trt.PluginFieldType.FLOAT64)]
+    (creator,) = [c for c in made if c.name == "L2Norm"]
+    assert [(f.name, f.type) for f in creator.field_names] == [("axis", trt.PluginFieldType.INT64),
+                                                               ("eps", trt.PluginFieldType.FLOAT64)]
     assert definition.impl_attr_names == definition.autotune_attr_names == ["axis", "eps"]
     assert ID in python_plugins.register_python_plugins()  # idempotent: no second register (it would raise)
 
