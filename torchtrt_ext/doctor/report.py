@@ -83,7 +83,7 @@ class Finding:
 
 @dataclasses.dataclass
 class DoctorReport:
-    """What ``report`` found. ``ok`` is True when nothing blocks the build."""
+    """What ``report`` found. ``ok``: no problem at all; ``builds``: a build with ``plugins="auto"`` would succeed."""
 
     backend: str
     checked_with: str
@@ -454,7 +454,7 @@ def report(model: OnnxSource, backend: str = "tensorrt", *, checker: str = "auto
             LOGGER.info("doctor: custom nodes inside subgraphs cannot be cut out; using the op-support table")
         findings, checked_with = _table_findings(model, standard), f"the op-support table ({table.TABLE_SOURCE})"
         if opset is not None and opset > table.MAX_OPSET:
-            findings.insert(0, Finding("<model>", "opset", "", "opset", False,
+            findings.insert(0, Finding(MODEL, "opset", "", "opset", False,
                                        f"opset {opset} is newer than the table's TensorRT 10.x (<= {table.MAX_OPSET}); "
                                        "TensorRT 11 parses up to 25",
                                        ("a newer TensorRT, or re-export with opset_version <= 20",)))
