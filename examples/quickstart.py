@@ -1,8 +1,9 @@
 """Quickstart: a detection-style head with an L2Norm, exported to ONNX with the L2Norm plugin node.
 
-Runs anywhere. Without TensorRT and a GPU it exports the model, runs the decomposed graph (standard ONNX ops
-only) with onnxruntime, compares it with PyTorch, and says what it would do with TensorRT present.
-With TensorRT and a GPU it compiles the model into an engine and compares the engine with PyTorch.
+Runs anywhere. It exports the model, runs the decomposed graph (standard ONNX ops only) with onnxruntime and compares
+it with PyTorch. With TensorRT and a GPU it then compiles the model into an engine and compares the engine with PyTorch;
+without a GPU but with a TensorRT backend installed (TensorRT-RTX builds engines on a CPU-only machine) it builds the
+engine and says what running it needs; with neither, what it would do.
 """
 from __future__ import annotations
 
@@ -40,6 +41,11 @@ def tensorrt_runtime_available() -> bool:
     return True
 
 
+def installed_backend() -> str | None:
+    """The TensorRT flavour that can build engines here: full TensorRT, else TensorRT-RTX, else None."""
+    return next((b for b in ("tensorrt", "tensorrt_rtx") if torchtrt_ext.backend.backend_available(b)), None)
+
+
 def main() -> None:
     torch.manual_seed(0)
     model = DetectorHead().eval()
@@ -69,10 +75,18 @@ def main() -> None:
         with torch.no_grad():
             diff = (model_trt(x.cuda()) - model.cuda()(x.cuda())).abs().max().item()
         print(f"TensorRT engine vs PyTorch on the GPU: max abs diff {diff:.2e}")
+    elif (backend := installed_backend()) is not None:
+        engine = torchtrt_ext.build_engine(onnx_model, backend=backend, progress=False)
+        meta = engine.metadata
+        print(f"built a {backend} engine from this ONNX: {len(engine.plan) / 1e6:.2f} MB, {meta.describe_target()}, "
+              f"plugins {meta.plugin_mode} for the L2Norm node")
+        print(f"running it needs a CUDA GPU this {backend} supports, with a CUDA build of torch: there, "
+              f"torchtrt_ext.TRTModule(engine)(x.cuda()), or torchtrt_ext.compile(model.cuda(), (example.cuda(),), "
+              f"backend={backend!r}) in one call; engine.save('head.engine') keeps it for torchtrt-ext validate/bench")
     else:
-        print("TensorRT runtime or GPU not present here: with them, torchtrt_ext.compile(model, (example,)) would "
-              "build a TensorRT engine from this ONNX, with the L2Norm node running as our plugin "
-              "(libtorchtrt_ext_plugins.so, or the Python plugin), cache it, and return a drop-in nn.Module.")
+        print("no TensorRT backend installed here: with one (pip install 'torchtrt_ext[trt]', or '[rtx]' for "
+              "TensorRT-RTX), torchtrt_ext.compile(model, (example,)) would build a TensorRT engine from this ONNX, "
+              "with the L2Norm node running as our plugin, cache it, and return a drop-in nn.Module.")
     print("quickstart OK")
 
 

@@ -13,12 +13,12 @@ from typing import Any
 
 import torch
 
-from torchtrt_ext.backend.adapter import check_backend_name, install_hint, load_backend
+from torchtrt_ext.backend.adapter import check_backend_name, load_backend
 from torchtrt_ext.passes.precision import check_precision
 from torchtrt_ext.backend.profiles import DEFAULT_MAX_BATCH, ProfileSpec, profiles_from_example_shapes
 from torchtrt_ext.backend.options import BuildOptions
 from torchtrt_ext.cache import CacheOption, cached_build
-from torchtrt_ext.errors import InvalidInputError, MissingDependencyError, TorchTRTExtError, failure
+from torchtrt_ext.errors import InvalidInputError, TorchTRTExtError, failure
 from torchtrt_ext.export import export_onnx
 from torchtrt_ext.passes import pipeline
 from torchtrt_ext.runtime import TRTModule, output_tree, require_gpu
@@ -40,18 +40,9 @@ def _as_inputs(example_inputs: Any) -> tuple[torch.Tensor, ...]:
 
 
 def _check_backend(backend: str) -> None:
-    """TensorRT importable, else an error naming the pip extra (and the other backend when it is there)."""
+    """TensorRT importable, else the backend's error (its remedy names the pip extra and the other backend)."""
     check_backend_name(backend)
-    try:
-        load_backend(backend)
-    except MissingDependencyError as exc:
-        other = "tensorrt_rtx" if backend == "tensorrt" else "tensorrt"
-        try:
-            load_backend(other)
-            hint = f" ({other} is installed: pass backend={other!r} to use it)"
-        except MissingDependencyError:
-            hint = f" (or backend={other!r}: {install_hint(other)})"
-        raise MissingDependencyError(f"{exc}{hint}") from None
+    load_backend(backend)
 
 
 def _check_precision_on_gpu(precision: str, device: torch.device) -> None:

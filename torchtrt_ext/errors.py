@@ -11,7 +11,8 @@ class ExitCode(enum.IntEnum):
     """The exit codes of the ``torchtrt-ext`` command."""
 
     OK = 0
-    FAILED = 1  # validation failed (an output out of tolerance), or a benchmark candidate failed
+    FAILED = 1  # validation failed (an output out of tolerance), a benchmark candidate failed, or inspect's doctor
+    # found a problem that would fail the build
     USAGE = 2  # bad arguments or input: a missing or unreadable file, a bad shape, an unknown precision, ...
     MISSING = 3  # a missing dependency or runtime: TensorRT, onnxruntime, a GPU, an engine built for another one
     BUILD = 4  # export or engine build failed

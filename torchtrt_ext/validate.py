@@ -54,6 +54,7 @@ from torchtrt_ext.errors import (
 from torchtrt_ext.export import output_names
 from torchtrt_ext.ops.spec import torch_dtype
 from torchtrt_ext.passes import decompose_custom_ops
+from torchtrt_ext.passes.graph_check import check_wiring
 from torchtrt_ext.passes.onnx_util import custom_nodes
 from torchtrt_ext.passes.onnx_util import read_onnx
 
@@ -187,6 +188,7 @@ class OnnxRuntimeModule:
         else:
             raise InvalidInputError(failure(f"OnnxRuntimeModule got a {type(model).__name__}",
                                             "an onnx.ModelProto or an .onnx path", "pass the exported model"))
+        check_wiring(model, f"ONNX model {self.source}")  # onnxruntime's own refusal is a bare error (exit 5)
         ort = _import_onnxruntime()
         if custom_nodes(model):
             model = decompose_custom_ops(model)

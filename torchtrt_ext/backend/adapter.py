@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import functools
 import importlib
+import importlib.util
 import logging
 import os
 import sys
@@ -54,6 +55,14 @@ _LOADED_LIBRARIES: set[tuple[str, str]] = set()  # (backend, real path) of the p
 def install_hint(backend: str) -> str:
     """The pip command that installs ``backend``."""
     return f"pip install 'torchtrt_ext[{_EXTRAS[backend]}]' (or: pip install '{_PACKAGES[backend]}')"
+
+
+def _other_backend_hint(backend: str) -> str:
+    """How to switch to the other backend where it is installed (found without importing it), else how to get it."""
+    other = next(b for b in BACKENDS if b != backend)
+    if importlib.util.find_spec(_MODULES[other]) is not None:
+        return f"; or, {other} is installed: pass backend={other!r} (torchtrt-ext: --backend {other})"
+    return f"; or backend={other!r}: {install_hint(other)}"
 
 
 def check_backend_name(backend: str) -> str:
@@ -279,7 +288,7 @@ def _import(backend: str) -> Any:
     except ImportError as exc:
         raise MissingDependencyError(failure(
             f"backend={backend!r} needs the {module_name} Python package, which is not installed ({exc})",
-            f"an importable {module_name}", install_hint(backend))) from None
+            f"an importable {module_name}", f"{install_hint(backend)}{_other_backend_hint(backend)}")) from None
     except Exception as exc:  # noqa: BLE001 - bindings without their libraries fail with OSError and others
         raise MissingDependencyError(failure(
             f"{module_name} is installed but does not import: {type(exc).__name__}: {exc}",

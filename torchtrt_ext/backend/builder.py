@@ -215,6 +215,7 @@ class ParserError:
     code: str
     desc: str
     domain: str = ""  # the node's domain where it is not the standard one (e.g. a custom op's)
+    index: int = -1  # the node's index in the main graph; outside it when the parser names no node
 
 
 def parser_errors(parser: trt_t.OnnxParser, model: onnx.ModelProto) -> list[ParserError]:
@@ -227,7 +228,7 @@ def parser_errors(parser: trt_t.OnnxParser, model: onnx.ModelProto) -> list[Pars
         name = error.node_name() or (node.name if node is not None else "") or f"#{index}"
         op_type = error.node_operator() or (node.op_type if node is not None else "?")
         domain = node.domain if node is not None and node.domain not in ("", "ai.onnx") else ""
-        errors.append(ParserError(name, op_type, error.code().name, error.desc().strip(), domain))
+        errors.append(ParserError(name, op_type, error.code().name, error.desc().strip(), domain, index))
     return errors
 
 

@@ -19,7 +19,8 @@ where it was raised (a failed build maps TensorRT's messages to remedies in ``ba
 
 Exit codes (``errors.ExitCode``; each error class names its own as ``exit_code``):
     0  success
-    1  validation failed (an output out of tolerance) or a benchmark candidate failed
+    1  validation failed (an output out of tolerance), a benchmark candidate failed, or inspect's doctor found a
+       problem that would fail the build
     2  usage or bad input: bad arguments, a missing or unreadable file, a bad shape string, an unknown precision, an
        engine that carries host code run without --allow-engine-host-code
     3  a missing dependency or runtime: TensorRT / onnxruntime not installed, no GPU to run an engine, an engine

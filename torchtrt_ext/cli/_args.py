@@ -29,6 +29,8 @@ def parse_named_shapes(text: str, *, allow_unnamed: bool = False) -> dict[str, t
         if not sep and not allow_unnamed:
             raise CliError(f"bad shape {item!r}: no input name. Remedy: write name:1x3x224x224 (comma-separated "
                            "for several inputs)")
+        if sep and name in shapes:  # a dict would keep the last silently
+            raise CliError(f"bad shape list {text!r}: it names input {name!r} twice. Remedy: give each input once")
         shapes[name if sep else f"#{index}"] = parse_shape(shape)
     if not shapes:
         raise CliError(f"bad shape list {text!r}: empty. Remedy: write name:1x3x224x224")
@@ -39,6 +41,8 @@ def shapes_arg(values: Sequence[str] | None, *, allow_unnamed: bool = True) -> d
     merged: dict[str, tuple[int, ...]] = {}
     for value in values or ():
         for name, shape in parse_named_shapes(value, allow_unnamed=allow_unnamed).items():
+            if name in merged and not name.startswith("#"):
+                raise CliError(f"--input-shape names input {name!r} twice. Remedy: give each input once")
             merged[name if not name.startswith("#") else f"#{len(merged)}"] = shape
     return merged
 

@@ -16,6 +16,8 @@ from torchtrt_ext.errors import ExitCode
 from torchtrt_ext.passes.onnx_util import read_onnx
 from torchtrt_ext.passes.precision import PRECISIONS
 
+MAX_WORKSPACE_MIB = 1 << 20  # the --workspace cap where no GPU is visible
+
 
 def _profiles(args: argparse.Namespace) -> dict[str, tuple[tuple[int, ...], ...]] | None:
     lo, opt, hi = (parse_named_shapes(v) if v else None for v in (args.min_shapes, args.opt_shapes, args.max_shapes))
@@ -33,11 +35,32 @@ def _profiles(args: argparse.Namespace) -> dict[str, tuple[tuple[int, ...], ...]
     return {name: (lo[name], opt[name], hi[name]) for name in lo}
 
 
+def _workspace_bytes(mib: int) -> int:
+    """--workspace in bytes; refused above the memory of the GPU torch sees, or above ``MAX_WORKSPACE_MIB`` without
+    one (a cap TensorRT would take and never reach, hiding a typo)."""
+    import torch
+
+    limit, what = MAX_WORKSPACE_MIB, f"{MAX_WORKSPACE_MIB} MiB (1 TiB, more than any GPU has)"
+    if torch.cuda.is_available():
+        index = torch.cuda.current_device()
+        limit = torch.cuda.get_device_properties(index).total_memory >> 20
+        what = f"the {limit} MiB of {torch.cuda.get_device_name(index)}"
+    if mib > limit:
+        raise CliError(f"--workspace {mib} (MiB) is more than {what}. Remedy: give the cap in MiB, at most the GPU's "
+                       "memory (the default 4096 suits most models), or leave --workspace out")
+    return mib << 20
+
+
 def run(args: argparse.Namespace) -> tuple[int, Any, str]:
     """Build an engine file from an ONNX file: (exit code, JSON data, text)."""
     onnx_path = existing(args.onnx, "ONNX file")
     output = output_path(args.output, onnx_path)
     profiles = _profiles(args)
+    if args.timing_cache is not None and args.backend == "tensorrt_rtx":
+        raise CliError("--timing-cache with --backend tensorrt_rtx: torchtrt_ext builds TensorRT-RTX engines without "
+                       "a timing cache (TensorRT-RTX compiles its kernels on the GPU at run time), so the file would be "
+                       "neither read nor written. Remedy: drop --timing-cache for TensorRT-RTX builds")
+    workspace = _workspace_bytes(args.workspace) if args.workspace is not None else None
     model = pipeline(read_onnx(onnx_path), fuse=not args.no_fuse)
     from torchtrt_ext.backend import build_engine
 
@@ -47,8 +70,8 @@ def run(args: argparse.Namespace) -> tuple[int, Any, str]:
               f"{args.plugins}) ...", file=sys.stderr, flush=True)
     kwargs: dict[str, Any] = {"backend": args.backend, "precision": args.precision, "profiles": profiles,
                               "plugins": args.plugins, "progress": not args.quiet}
-    if args.workspace is not None:
-        kwargs["workspace"] = args.workspace << 20
+    if workspace is not None:
+        kwargs["workspace"] = workspace
     if args.timing_cache is not None:
         kwargs["timing_cache"] = args.timing_cache
     engine = build_engine(model, **kwargs)
@@ -77,7 +100,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], **kw: A
     p.add_argument("--no-fuse", action="store_true", help="build the graph as it is, without the fusion passes "
                    "compile() runs (L2 normalization patterns -> L2Norm nodes)")
     p.add_argument("--workspace", type=positive_int, metavar="MiB", help="workspace cap in MiB (default 4096)")
-    p.add_argument("--timing-cache", metavar="PATH", help="TensorRT timing cache file, read and written back")
+    p.add_argument("--timing-cache", metavar="PATH", help="TensorRT timing cache file, read and written back "
+                   "(--backend tensorrt only)")
     p.add_argument("-q", "--quiet", "--no-progress", action="store_true", help="no progress lines on stderr")
     add_common(p)
     p.set_defaults(handler=run)

@@ -33,7 +33,8 @@ def engine_table(meta: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> tuple[int, Any, str]:
-    """The doctor report of an ONNX file or the metadata of an engine file: (exit code, JSON data, text)."""
+    """The doctor report of an ONNX file or the metadata of an engine file: (exit code, JSON data, text). The exit
+    code of a report is ``ExitCode.FAILED`` when the doctor finds a problem that would fail the build."""
     path = existing(args.path, "file")
     if is_engine_file(path):
         meta = Engine.load(path).metadata
@@ -44,7 +45,8 @@ def run(args: argparse.Namespace) -> tuple[int, Any, str]:
         raise CliError(f"{path} is neither an ONNX model nor a torchtrt_ext engine (empty, truncated or another "
                        "format). Remedy: pass an .onnx file or an engine written by 'torchtrt-ext build'") from None
     result = doctor(model, backend=args.backend)
-    return ExitCode.OK, {"kind": "onnx", **result.to_dict()}, result.to_table()
+    code = ExitCode.OK if result.builds else ExitCode.FAILED  # the build would fail: say so to scripts too
+    return code, {"kind": "onnx", **result.to_dict()}, result.to_table()
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], **kw: Any) -> None:

@@ -20,8 +20,9 @@ from torchtrt_ext.errors import ExitCode
 
 PROG = "torchtrt-ext"
 
-EPILOG = """exit codes: 0 ok; 1 validation failed or a benchmark candidate failed; 2 usage or bad input (bad arguments,
-missing file, bad shape string, unknown precision, an engine with host code and no --allow-engine-host-code);
+EPILOG = """exit codes: 0 ok; 1 validation failed, a benchmark candidate failed, or inspect found a problem that would
+fail the build; 2 usage or bad input (bad arguments, missing file, bad shape string, unknown precision, an engine with
+host code and no --allow-engine-host-code);
 3 missing dependency or runtime (TensorRT, onnxruntime, a GPU, an engine built for another GPU/TensorRT); 4 export or
 build failed; 5 internal error (rerun with --verbose).
 Errors are printed as one line ending with the remedy."""

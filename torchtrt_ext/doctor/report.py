@@ -1,10 +1,12 @@
 """The doctor: which nodes of an ONNX graph TensorRT will reject, which custom nodes have a plugin, and what to do.
 
 ``report(model, backend=...)`` asks the backend's own ONNX parser where it is installed (``tensorrt`` or
-``tensorrt_rtx``). On ``tensorrt`` it parses a copy of the graph with every custom-domain node cut out (its outputs
-become graph inputs); on ``tensorrt_rtx`` with the C++ plugin library built, it loads that library and parses the real
-graph with our own ops' nodes in it (only other custom nodes are cut), so it reports what RTX really accepts: a node
-our plugin refuses is "plugin rejected". Without that parser it uses the op-support table in
+``tensorrt_rtx``), as the build does: each custom node routed as ``plugins="auto"`` routes it, the plugins that serve
+them loaded, the graph prepared (``prepare_graph``) and parsed by the build's own step; only the nodes no plugin serves
+are cut out (their outputs become graph inputs). A node our plugin's creator refuses is "plugin rejected", with the
+plugin's own message. The parser stops at its first error, so the doctor cuts the failing node and parses again. A node
+reading a tensor nothing provides is an "invalid graph" (``passes.graph_check``), not an unsupported op; a backend not
+installed here is a problem the build would hit. Without that parser it uses the op-support table in
 ``doctor.trt_op_support`` (and says so). NMS written as a loop or with data-dependent outputs is named, with
 ``ops.efficient_nms`` as its remedy (``doctor.nms_patterns``). Custom nodes are listed with the plugin that would serve
 them, as a build with ``plugins="auto"`` routes it (``backend.plugins.route``, the build's own policy: the C++ library,
@@ -19,9 +21,12 @@ export, decomposition, a plugin.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import json
 import logging
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import onnx
@@ -30,14 +35,15 @@ from onnx import helper
 from torchtrt_ext import _native
 from torchtrt_ext.backend import adapter
 from torchtrt_ext.backend.adapter import TRTApi
-from torchtrt_ext.backend.builder import network_from_onnx
+from torchtrt_ext.backend.builder import ParserError, network_from_onnx
 from torchtrt_ext.backend.plugin_plan import OpPlan, PluginPlan, Unserved
-from torchtrt_ext.backend.plugins import plugin_ref, route
-from torchtrt_ext.errors import InvalidInputError, OnnxParseError, failure
-from torchtrt_ext.ops.spec import DOMAIN, PROVIDER_OURS, PluginRef, registered_ops
+from torchtrt_ext.backend.plugins import plugin_ref, prepare_graph, route
+from torchtrt_ext.errors import InvalidInputError, MissingDependencyError, OnnxParseError, TorchTRTExtError, failure
+from torchtrt_ext.ops.spec import DOMAIN, PluginRef, registered_ops
 from torchtrt_ext.doctor import trt_op_support as table
 from torchtrt_ext.doctor.nms_patterns import REMEDY as NMS_REMEDY
 from torchtrt_ext.doctor.nms_patterns import find_nms_patterns
+from torchtrt_ext.passes import graph_check
 from torchtrt_ext.passes.onnx_util import (
     STANDARD_DOMAINS,
     OnnxSource,
@@ -51,6 +57,9 @@ from torchtrt_ext.passes.shapes import infer_shapes
 
 LOGGER = logging.getLogger("torchtrt_ext")
 CHECKERS = ("auto", "parser", "table")
+MODEL = "<model>"  # the node column of a finding about the whole graph
+PLUGIN_LOG_PREFIX = "[torchtrt_ext] "  # how our C++ plugins' messages start (csrc/plugins/common/logging.cpp)
+MAX_PARSES = 20  # TensorRT's parser stops at its first error: the doctor cuts the node out and parses again
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,8 +69,11 @@ class Finding:
     node: str
     op_type: str
     domain: str
-    status: str  # "unsupported", "plugin available", "plugin missing", "unknown custom op", "opset", "nms pattern"
-    problem: bool
+    # "unsupported", "invalid graph", "parse error", "backend missing", "plugin available", "plugin rejected",
+    # "plugin missing", "decomposed" (no plugin serves it: the build decomposes it), "unknown custom op", "opset",
+    # "nms pattern"
+    status: str
+    problem: bool  # True when TensorRT will reject the node, or no plugin serves it, as things stand
     detail: str
     remedies: tuple[str, ...] = ()
 
@@ -71,7 +83,7 @@ class Finding:
 
 @dataclasses.dataclass
 class DoctorReport:
-    """What ``report`` found. ``ok`` is True when nothing blocks the build."""
+    """What ``report`` found. ``ok``: no problem at all; ``builds``: a build with ``plugins="auto"`` would succeed."""
 
     backend: str
     checked_with: str
@@ -90,9 +102,16 @@ class DoctorReport:
     def ok(self) -> bool:
         return not self.problems
 
+    @property
+    def builds(self) -> bool:
+        """Whether a build with ``plugins="auto"`` would succeed: no problem but decomposed ops (slower, not failing).
+        ``torchtrt-ext inspect`` exits with ``ExitCode.FAILED`` when it would not."""
+        return all(f.status == "decomposed" for f in self.problems)
+
     def to_dict(self) -> dict[str, Any]:
         return {"backend": self.backend, "checked_with": self.checked_with, "nodes": self.nodes, "opset": self.opset,
-                "ok": self.ok, "findings": [f.to_dict() for f in self.findings], "native_ops": dict(self.native_ops)}
+                "ok": self.ok, "builds": self.builds, "findings": [f.to_dict() for f in self.findings],
+                "native_ops": dict(self.native_ops)}
 
     def to_json(self, indent: int | None = 2) -> str:
         """The report as a JSON document (see ``to_dict`` for the fields)."""
@@ -113,10 +132,16 @@ class DoctorReport:
             lines.append("  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths)) + "  " + row[3])
         problems = self.problems
         lines.append("")
-        lines.append(f"{len(problems)} problem(s)" + (": remedies, in the order to try them" if problems else ""))
+        verdict = "" if self.builds else ", the build would fail"
+        lines.append(f"{len(problems)} problem(s){verdict}" + (": remedies, in the order to try them" if problems
+                                                                else ""))
+        causes: dict[tuple[str, ...], list[Finding]] = {}  # one block per distinct set of remedies
         for f in problems:
-            lines.append(f"  {f.node} ({f.op_type}):")
-            lines += [f"    {i}. {r}" for i, r in enumerate(f.remedies, 1)]
+            causes.setdefault(f.remedies, []).append(f)
+        for remedies, found in causes.items():
+            nodes = ", ".join(dict.fromkeys(f.node for f in found))
+            lines.append(f"  {nodes} ({', '.join(dict.fromkeys(f.op_type for f in found))}):")
+            lines += [f"    {i}. {r}" for i, r in enumerate(remedies, 1)]
         return "\n".join(lines)
 
     __str__ = to_table
@@ -125,8 +150,8 @@ class DoctorReport:
 # ------------------------------------------------------------------------------------------------------- remedies
 def _standard_op_remedies(op_type: str, why: str) -> tuple[str, ...]:
     if table.status(op_type) == "unknown":
-        newer = (f"{op_type} is newer than the opsets TensorRT {table.TABLE_SOURCE.split('(')[-1].rstrip(')')} "
-                 f"parses: re-export with opset <= {table.MAX_OPSET} (the exporter then writes it with older ops), "
+        newer = (f"{op_type} is newer than the opsets the table's TensorRT 10.x parses: re-export with opset <= "
+                 f"{table.MAX_OPSET} (the exporter then writes it with older ops), "
                  "or use a TensorRT whose operators.md lists it (TensorRT 11 parses opsets up to 25)")
     else:
         newer = f"a newer TensorRT may support {op_type}: check the operators.md of your TensorRT version ({why})"
@@ -191,7 +216,9 @@ def _custom_findings(nodes: list[onnx.NodeProto], backend: str,
                 continue
             why = planned.how if isinstance(planned, OpPlan) else planned.reason
             why = why if spec is not None else f"{node.op_type} is not a torchtrt_ext op defined in this process"
-            findings.append(Finding(name, node.op_type, node.domain, "plugin missing", True, f"{plugin}: {why}",
+            decomposed = isinstance(planned, OpPlan) and spec is not None  # the build goes ahead without a plugin
+            findings.append(Finding(name, node.op_type, node.domain, "decomposed" if decomposed else "plugin missing",
+                                    True, f"{plugin}: {why}",
                                     _custom_op_remedies(node, backend, spec is not None, why)))
         else:
             why = (f"TensorRT looks for a plugin creator named {node.op_type!r} (plugin_version, plugin_namespace "
@@ -203,8 +230,9 @@ def _custom_findings(nodes: list[onnx.NodeProto], backend: str,
 
 
 # ------------------------------------------------------------------------------------------------ standard nodes
-def _without_custom_nodes(model: onnx.ModelProto, custom: list[onnx.NodeProto]) -> onnx.ModelProto:
-    """A copy where each custom node is cut out: its outputs become graph inputs (typed by shape inference)."""
+def _cut(model: onnx.ModelProto, custom: list[onnx.NodeProto]) -> onnx.ModelProto:
+    """A copy where each of the ``custom`` nodes is cut out: its outputs become graph inputs (typed by shape
+    inference), so the parser still checks the nodes after it."""
     try:
         inferred = infer_shapes(model)
     except Exception:  # noqa: BLE001 - an unknown custom op can trip inference; cut with what we know
@@ -235,56 +263,130 @@ def _without_custom_nodes(model: onnx.ModelProto, custom: list[onnx.NodeProto]) 
     kept_outputs = [o for o in out.graph.output if o.name not in {i.name for i in new_inputs}]
     del out.graph.output[:]
     out.graph.output.extend(kept_outputs)
+    used = {n.domain for n in keep}
     del out.opset_import[:]
-    out.opset_import.extend(e for e in model.opset_import if e.domain in STANDARD_DOMAINS)
+    out.opset_import.extend(e for e in model.opset_import if e.domain in STANDARD_DOMAINS or e.domain in used)
     return out
 
 
-def _quiet_logger(trt: Any) -> Any:
-    """An ILogger sending TensorRT's messages to DEBUG on the torchtrt_ext logger."""
-    class _Quiet(trt.ILogger):  # type: ignore[misc, name-defined]
-        def __init__(self) -> None:
-            trt.ILogger.__init__(self)
+@contextlib.contextmanager
+def _parse_errors_unlogged() -> Iterator[None]:
+    """Keep this thread's TensorRT messages off the log meanwhile: parse errors are the doctor's expected answer, read
+    from the collected messages (``TRTApi.messages``), not noise on the user's terminal."""
+    thread = threading.get_ident()
 
-        def log(self, severity: Any, msg: str) -> None:
-            LOGGER.debug("doctor: TensorRT: %s", msg)
+    def drop(record: logging.LogRecord) -> bool:
+        return not (record.thread == thread and str(record.msg).startswith("TensorRT: "))
 
-    return _Quiet()
+    backend_log = logging.getLogger("torchtrt_ext.backend")
+    backend_log.addFilter(drop)
+    try:
+        yield
+    finally:
+        backend_log.removeFilter(drop)
 
 
-def _parse_plan(nodes: list[onnx.NodeProto], backend: str, routes: dict[str, OpPlan | Unserved]) -> PluginPlan:
-    """On tensorrt_rtx: the plan that loads the C++ plugin library for our own ops routed to it, so the parser sees
-    their nodes. An empty plan elsewhere, and where the library is missing (logged)."""
-    if backend != "tensorrt_rtx":
+def _served_plan(routes: dict[str, OpPlan | Unserved]) -> PluginPlan:
+    """The plugin plan a build takes for the nodes some plugin serves (route cpp, python or tensorrt): the same
+    ``route`` answers, gathered as ``resolve_plugin_plan`` gathers them."""
+    served = {r for r in routes.values() if isinstance(r, OpPlan) and r.route != "decompose"}
+    ops = tuple(sorted(served, key=lambda op: op.op_type))
+    if not ops:
         return PluginPlan("none")
-    ours = {routes[_node_name(n)] for n in nodes if n.domain == DOMAIN and plugin_ref(n).provider == PROVIDER_OURS}
-    cpp = tuple(op for op in ours if isinstance(op, OpPlan) and op.route == "cpp")
-    if not cpp:
-        if ours:
-            LOGGER.info("doctor: our custom nodes cut out before parsing: the C++ plugin library does not serve them")
-        return PluginPlan("none")
-    return PluginPlan("cpp", _native.plugin_library_path(), None, tuple(sorted(cpp, key=lambda op: op.op_type)))
+    library = _native.plugin_library_path() if any(op.route == "cpp" for op in ops) else None
+    return PluginPlan(ops[0].route, library, None, ops)
+
+
+def _graph_error(where: str, error: ParserError) -> Finding:
+    desc = f": {error.desc}" if error.desc else ""
+    return Finding(MODEL, "graph", "", "parse error", True, f"{where}: {error.code}{desc} (the parser names no node)",
+                   (graph_check.REMEDY,))
+
+
+def _rejected_plugin(where: str, error: ParserError, node: onnx.NodeProto, records: list[tuple[str, str]],
+                     backend: str) -> Finding:
+    """Our plugin's creator refused the node (its attribute checks): its own message says why."""
+    desc = f": {error.desc}" if error.desc and error.desc != "false" else ""  # op checkers say just "false"
+    said = [m[len(PLUGIN_LOG_PREFIX):] for _, m in records if m.startswith(f"{PLUGIN_LOG_PREFIX}{node.op_type}::")]
+    why = f"{where} with our C++ plugin library: {error.code}{desc}" + (f"; our plugin said: {'; '.join(said)}"
+                                                                         if said else "")
+    others = _custom_op_remedies(node, backend, True, why)
+    if not said:
+        return Finding(error.node, error.op_type, DOMAIN, "plugin rejected", True, why, others)
+    fix = (f"give the node attributes our plugin accepts ({'; '.join(said)}): export it from the model code, where "
+           f"torchtrt_ext.ops checks the same ranges, or correct the ONNX file")
+    return Finding(error.node, error.op_type, DOMAIN, "plugin rejected", True, why,
+                   (fix,) + tuple(r for r in others if r.startswith(("a different mapping", "decomposition"))))
 
 
 def _parser_findings(model: onnx.ModelProto, backend: str, plan: PluginPlan) -> tuple[list[Finding], str]:
+    """Parse ``model`` as the build does (``prepare_graph`` for ``plan``, then ``network_from_onnx`` with the plan's
+    plugins loaded, so our creators check every attribute); after each failing node, cut it out and parse again."""
     api = adapter.load_backend(backend)
-    logger = _quiet_logger(api.trt)  # parse errors are the expected answer here, not log noise
-    findings = []
+    where = f"{api.name} {api.version} ONNX parser"
+    findings: list[Finding] = []
     try:
-        network_from_onnx(api, model, plan, logger)
-    except OnnxParseError as exc:
-        ours = {n.name: n for n in model.graph.node if n.domain == DOMAIN}
-        for error in exc.nodes:
-            desc = f": {error.desc}" if error.desc and error.desc != "false" else ""  # op checkers say just "false"
-            if error.node in ours:  # our plugin was loaded and refused the node: its message is in the log
-                why = f"{api.name} {api.version} ONNX parser with the C++ plugin library loaded: {error.code}{desc}"
-                findings.append(Finding(error.node, error.op_type, DOMAIN, "plugin rejected", True, why,
-                                        _custom_op_remedies(ours[error.node], backend, True, why)))
+        graph = prepare_graph(model, plan)
+    except TorchTRTExtError as exc:
+        return [Finding(MODEL, "plugins", "", "plugin missing", True, exc.what, (exc.remedy,))], where
+    for _ in range(MAX_PARSES):
+        with api.messages() as records, _parse_errors_unlogged():
+            try:
+                network_from_onnx(api, graph, plan, api.logger(), records)
+                return findings, where
+            except OnnxParseError as exc:
+                errors = [e for e in exc.nodes if isinstance(e, ParserError)]
+            except TorchTRTExtError as exc:  # the plan's plugins do not load: the build fails the same way
+                return findings + [Finding(MODEL, "plugins", "", "plugin missing", True, exc.what,
+                                           (exc.remedy,))], where
+        failing = []
+        for error in errors:
+            if not 0 <= error.index < len(graph.graph.node):
+                findings.append(_graph_error(where, error))
                 continue
-            findings.append(Finding(error.node, error.op_type, "", "unsupported", True,
-                                    f"{api.name} {api.version} ONNX parser: {error.code}{desc}",
-                                    _standard_op_remedies(error.op_type, f"{api.name} {api.version} rejects it")))
-    return findings, f"the {api.name} {api.version} ONNX parser"
+            node = graph.graph.node[error.index]
+            failing.append(node)
+            if node.domain == DOMAIN:
+                findings.append(_rejected_plugin(where, error, node, records, backend))
+            else:
+                desc = f": {error.desc}" if error.desc and error.desc != "false" else ""
+                findings.append(Finding(error.node, error.op_type, "", "unsupported", True,
+                                        f"{where}: {error.code}{desc}",
+                                        _standard_op_remedies(error.op_type, f"{api.name} {api.version} rejects it")))
+        if not failing:
+            break
+        graph = _cut(graph, failing)
+    else:
+        LOGGER.info("doctor: stopped after %d parses; nodes after the last failing one are not checked", MAX_PARSES)
+    return findings, where
+
+
+def _backend_missing(backend: str) -> Finding | None:
+    """The backend not installed here: the build fails with this error; the remedy is the build's own."""
+    try:
+        adapter.load_backend(backend)
+    except MissingDependencyError as exc:
+        return Finding(MODEL, backend, "", "backend missing", True,
+                       f"{exc.what}: a build with backend={backend!r} fails here (checked with the op-support table "
+                       "instead)", (exc.remedy,))
+    return None
+
+
+def _invalid_graph(model: onnx.ModelProto) -> list[Finding]:
+    """Nodes reading a tensor nothing provides: no backend runs the graph, whatever its ops."""
+    return [Finding(node.name or f"<unnamed {node.op_type}>", node.op_type, node.domain, "invalid graph", True,
+                    graph_check.describe(node, name), (graph_check.REMEDY,))
+            for node, name in graph_check.dangling_inputs(model)]
+
+
+def _one_row_per_node(findings: list[Finding]) -> list[Finding]:
+    """The first problem found for each node (else its first finding), in order; graph-wide findings all kept."""
+    rows: dict[Any, Finding] = {}
+    for index, f in enumerate(findings):
+        key: Any = index if f.node == MODEL else f.node
+        if key not in rows or (f.problem and not rows[key].problem):
+            rows[key] = f
+    return list(rows.values())
 
 
 def _nms_findings(model: onnx.ModelProto, backend: str) -> list[Finding]:
@@ -320,7 +422,8 @@ def report(model: OnnxSource, backend: str = "tensorrt", *, checker: str = "auto
 
     Returns:
         a DoctorReport; print it (``to_table``) or serialize it (``to_json``). ``report.ok`` is True when nothing
-        blocks the build.
+        is a problem, ``report.builds`` when a build with ``plugins="auto"`` would succeed (with "auto", a backend
+        not installed here is a problem the build would hit).
     """
 
     model = read_onnx(model)
@@ -332,29 +435,36 @@ def report(model: OnnxSource, backend: str = "tensorrt", *, checker: str = "auto
     custom_ids = {id(n) for n in custom}
     standard = [n for n in all_nodes(model) if id(n) not in custom_ids]
     opset = default_opset(model)
-    use_parser = checker == "parser" or (checker == "auto" and adapter.backend_available(backend))
+    installed = adapter.backend_available(backend)
+    use_parser = checker == "parser" or (checker == "auto" and installed)
     top_level = {id(n) for n in model.graph.node}
-    api = adapter.load_backend(backend) if custom and adapter.backend_available(backend) else None
+    api = adapter.load_backend(backend) if custom and installed else None
     routes = _routes(custom, api, backend)
-    plan = _parse_plan(custom, backend, routes) if use_parser else PluginPlan("none")
+    plan = _served_plan(routes) if use_parser else PluginPlan("none")
     served = {op.op_type for op in plan.ops}
+    invalid = _invalid_graph(model)  # cut before parsing: the parser would call them unsupported ops
+    dangling = {f.node for f in invalid}
     cut = [n for n in custom if not (n.domain == DOMAIN and n.op_type in served)]
+    cut += [n for n in model.graph.node if _node_name(n) in dangling]
     if use_parser and all(id(n) in top_level for n in cut):
-        findings, checked_with = _parser_findings(_without_custom_nodes(model, cut), backend, plan)
-        checked_with += " with the C++ plugin library loaded" if plan.ops else ""
+        findings, checked_with = _parser_findings(_cut(model, cut), backend, plan)
+        checked_with = f"the {checked_with}" + (" with the C++ plugin library loaded" if plan.library else "")
     else:
         if use_parser and checker == "parser":
             LOGGER.info("doctor: custom nodes inside subgraphs cannot be cut out; using the op-support table")
         findings, checked_with = _table_findings(model, standard), f"the op-support table ({table.TABLE_SOURCE})"
         if opset is not None and opset > table.MAX_OPSET:
-            findings.insert(0, Finding("<model>", "opset", "", "opset", False,
+            findings.insert(0, Finding(MODEL, "opset", "", "opset", False,
                                        f"opset {opset} is newer than the table's TensorRT 10.x (<= {table.MAX_OPSET}); "
                                        "TensorRT 11 parses up to 25",
                                        ("a newer TensorRT, or re-export with opset_version <= 20",)))
+    missing = _backend_missing(backend) if checker == "auto" and not installed else None
+    findings = ([missing] if missing else []) + invalid + findings
     rejected = {f.node for f in findings if f.problem}
     native = collections.Counter(n.op_type for n in standard if (n.name or f"<unnamed {n.op_type}>") not in rejected)
     result = DoctorReport(backend, checked_with, len(list(all_nodes(model))), opset,
-                          findings + _nms_findings(model, backend) + _custom_findings(custom, backend, routes),
+                          _one_row_per_node(findings + _nms_findings(model, backend)
+                                            + _custom_findings(custom, backend, routes)),
                           dict(sorted(native.items())), routes)
     LOGGER.info("doctor: %d problem(s) for %s (checked with %s)", len(result.problems), backend, checked_with)
     return result

@@ -27,7 +27,14 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from torchtrt_ext.errors import InvalidInputError, failure
-from torchtrt_ext.passes.onnx_util import FLOAT_TYPES, default_opset, is_standard_domain, subgraphs
+from torchtrt_ext.passes.onnx_util import (
+    FLOAT_TYPES,
+    OnnxSource,
+    default_opset,
+    is_standard_domain,
+    read_onnx,
+    subgraphs,
+)
 from torchtrt_ext.passes.shapes import infer_shapes
 
 log = logging.getLogger("torchtrt_ext.backend")  # the build step that runs it logs there
@@ -127,9 +134,10 @@ def _graph_has_subgraphs(node: onnx.NodeProto) -> bool:
     return any(True for _ in subgraphs(node))
 
 
-def apply_precision(model: onnx.ModelProto, precision: str) -> PrecisionResult:
-    """Return a copy of ``model`` typed for ``precision`` (see the module docstring)."""
+def apply_precision(model: OnnxSource, precision: str) -> PrecisionResult:
+    """Return a copy of ``model`` (a ModelProto, path or bytes) typed for ``precision`` (see the module docstring)."""
     check_precision(precision)
+    model = read_onnx(model)
     if precision == "as_exported":
         return PrecisionResult(model, precision, [], 0)
     out = onnx.ModelProto()

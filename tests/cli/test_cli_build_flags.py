@@ -1,0 +1,68 @@
+"""Build flags that used to be taken silently (issue 33, item 14): a timing cache on TensorRT-RTX, an input named twice
+in one shape list, an absurd workspace; and a graph that reads a tensor nothing provides, refused by name."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from torchtrt_ext import cli
+from torchtrt_ext.errors import ExitCode
+
+
+def _relu(path: Path, source: str = "x") -> Path:
+    graph = helper.make_graph([helper.make_node("Relu", [source], ["y"], name="relu")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def _error(capsys: pytest.CaptureFixture[str]) -> str:
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tensorrt_rtx") is None, reason="tensorrt_rtx is not installed")
+def test_a_timing_cache_on_rtx_is_refused_with_the_remedy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["build", str(_relu(tmp_path / "m.onnx")), "-o", str(tmp_path / "m.engine"), "-q",
+                     "--backend", "tensorrt_rtx", "--timing-cache", str(tmp_path / "t.cache")])
+    line = _error(capsys)
+    assert code == ExitCode.USAGE and "--timing-cache with --backend tensorrt_rtx" in line
+    assert "Remedy: drop --timing-cache" in line and not (tmp_path / "m.engine").exists()
+
+
+@pytest.mark.parametrize("flag", ["--min-shapes", "--opt-shapes", "--max-shapes"])
+def test_an_input_named_twice_in_a_shape_list_is_refused(flag: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    shapes = {"--min-shapes": "x:1x4", "--opt-shapes": "x:1x4", "--max-shapes": "x:1x4"}
+    shapes[flag] = "x:1x4,x:2x4"
+    args = [a for pair in shapes.items() for a in pair]
+    code = cli.main(["build", str(_relu(tmp_path / "m.onnx")), "-o", str(tmp_path / "m.engine"), "-q", *args])
+    line = _error(capsys)
+    assert code == ExitCode.USAGE and "'x' twice" in line and "Remedy:" in line
+
+
+def test_an_input_shape_named_twice_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["export", "tests.cli.models:make_head", "--input-shape", "x:1x3x8x8", "--input-shape", "x:2x3x8x8",
+                     "-o", str(tmp_path / "m.onnx")])
+    assert code == ExitCode.USAGE and "'x' twice" in _error(capsys)
+
+
+def test_an_absurd_workspace_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["build", str(_relu(tmp_path / "m.onnx")), "-o", str(tmp_path / "m.engine"), "-q",
+                     "--backend", "tensorrt_rtx", "--workspace", "99999999999"])
+    line = _error(capsys)
+    assert code == ExitCode.USAGE and "--workspace 99999999999" in line and "Remedy:" in line
+
+
+def test_validate_names_a_tensor_nothing_provides(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("onnxruntime")
+    bad = _relu(tmp_path / "bad.onnx", source="z")
+    code = cli.main(["validate", "tests.cli.models:make_relu_normalize", str(bad), "--input-shape", "x:1x4"])
+    line = _error(capsys)
+    assert code == ExitCode.USAGE and "reads 'z'" in line and "Remedy:" in line
