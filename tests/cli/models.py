@@ -68,3 +68,14 @@ class DataDependentBranch(torch.nn.Module):
 
 def make_branchy() -> torch.nn.Module:
     return DataDependentBranch()
+
+
+class IntKeyedOutputs(torch.nn.Module):
+    """A dict of per-level outputs keyed by int (as detection necks return them), one level a tuple."""
+
+    def forward(self, x: torch.Tensor) -> dict[int, object]:
+        return {3: x + 1, 4: (x * 2, x - 1)}
+
+
+def make_int_keyed() -> torch.nn.Module:
+    return IntKeyedOutputs()

@@ -43,7 +43,7 @@ from torchtrt_ext.backend.profiles import (
 )
 from torchtrt_ext.errors import BuildError, InvalidInputError, OnnxParseError, failure
 from torchtrt_ext.ops.spec import DOMAIN
-from torchtrt_ext.passes.onnx_util import read_onnx
+from torchtrt_ext.passes.onnx_util import read_onnx, stored_output_tree
 
 if TYPE_CHECKING:
     import tensorrt as trt_t
@@ -174,7 +174,8 @@ def _engine_of(build: BuildPlan, *, timing_cache: str | os.PathLike[str] | None,
     metadata = EngineMetadata(
         inputs=inputs, outputs=outputs, profiles=build.profiles, options=build.options, target=build.target,
         plugin_plan=dataclasses.replace(plan, library=None, library_sha256=None),  # the hash is in the target
-        plugins_embedded=build.options.embed_plugins, output_tree=output_tree,
+        plugins_embedded=build.options.embed_plugins,
+        output_tree=output_tree if output_tree is not None else stored_output_tree(build.model),
         torchtrt_ext_version=_version.__version__)
     return Engine(plan_bytes, metadata)
 
@@ -196,7 +197,8 @@ def build_engine(onnx_model_or_path: OnnxSource, *, backend: str = "tensorrt", p
         timing_cache: path of a TensorRT timing cache file, read if present and written back. Default None.
         progress: print one stderr line per build phase. Default True.
         embed_plugins: serialize the C++ plugin library into the plan (plugins="cpp"). Default False.
-        output_tree: structure of the original model's outputs, recorded for ``TRTModule``. Default None (flat).
+        output_tree: structure of the original model's outputs, recorded for ``TRTModule``. Default None: the one
+            export recorded in the model's metadata, else flat.
         max_batch: upper batch bound of the default profile. Default 32.
     """
     options = BuildOptions.of(backend=backend, precision=precision, profiles=profiles, max_batch=max_batch,
