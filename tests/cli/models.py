@@ -79,3 +79,18 @@ class IntKeyedOutputs(torch.nn.Module):
 
 def make_int_keyed() -> torch.nn.Module:
     return IntKeyedOutputs()
+
+
+class TokenEmbedding(torch.nn.Module):
+    """Token ids -> embeddings, mean over the sequence: an int64 input whose values must lie in [0, 100)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(100, 8)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.embed(ids).mean(1)
+
+
+def make_embedding() -> torch.nn.Module:
+    return TokenEmbedding()
