@@ -38,6 +38,7 @@ from torchtrt_ext.backend.engine import Engine, canonical_json
 from torchtrt_ext.backend.options import BuildOptions, Target
 from torchtrt_ext.backend.profiles import DEFAULT_MAX_BATCH, ProfileSpec
 from torchtrt_ext.errors import CorruptEngineError
+from torchtrt_ext.passes.shapes import too_big, weightless
 
 log = logging.getLogger("torchtrt_ext.cache")
 
@@ -169,11 +170,21 @@ def _read_cache_file(path: Path) -> tuple[bytes, bool]:
         return handle.read(), getuid is None or info.st_uid == getuid()
 
 
+def _model_parts(model: onnx.ModelProto) -> list[bytes]:
+    """The bytes that identify ``model``: its serialization; for a model over protobuf's 2 GiB limit, the graph without
+    its large weights and then each of them (each under the limit on its own)."""
+    if not too_big(model):
+        return [model.SerializeToString(deterministic=True)]
+    large = {i.name for i in weightless(model).graph.input} - {i.name for i in model.graph.input}
+    return [weightless(model).SerializeToString(deterministic=True)] + [
+        i.SerializeToString(deterministic=True) for i in model.graph.initializer if i.name in large]
+
+
 def cache_keys(model: onnx.ModelProto, options: BuildOptions, target: Target,
                output_tree: Mapping[str, Any] | None = None) -> tuple[str, str]:
     """(model key, target key): model = ONNX bytes + options + the output tree + torchtrt_ext's version; target = the
     ``Target``'s facts."""
-    model_key = _sha256(model.SerializeToString(deterministic=True), canonical_json(options.to_json()),
+    model_key = _sha256(*_model_parts(model), canonical_json(options.to_json()),
                         canonical_json(output_tree), _version.__version__.encode())
     return model_key, _sha256(canonical_json(target.to_json()))
 

@@ -45,6 +45,7 @@ from typing import Any
 import onnx
 import torch
 
+from torchtrt_ext._files import onnx_file_of
 from torchtrt_ext.errors import (
     InvalidInputError,
     MissingDependencyError,
@@ -57,6 +58,7 @@ from torchtrt_ext.ops.spec import torch_dtype
 from torchtrt_ext.passes import decompose_custom_ops
 from torchtrt_ext.passes.onnx_util import custom_nodes
 from torchtrt_ext.passes.onnx_util import read_onnx
+from torchtrt_ext.passes.shapes import too_big
 
 #: precision -> (atol, rtol); see the module docstring for the reasons.
 TOLERANCES: dict[str, tuple[float, float]] = {
@@ -195,7 +197,11 @@ class OnnxRuntimeModule:
         self.providers = list(providers or ["CPUExecutionProvider"])
         options = ort.SessionOptions()
         options.log_severity_level = 3
-        self.session = ort.InferenceSession(model.SerializeToString(), options, providers=self.providers)
+        if too_big(model):  # over protobuf's 2 GiB limit: onnxruntime reads it from a file with external data
+            with onnx_file_of(model) as path:
+                self.session = ort.InferenceSession(str(path), options, providers=self.providers)
+        else:
+            self.session = ort.InferenceSession(model.SerializeToString(), options, providers=self.providers)
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
 

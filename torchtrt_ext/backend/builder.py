@@ -27,6 +27,7 @@ import onnx
 import torch
 
 from torchtrt_ext import _version
+from torchtrt_ext._files import onnx_file_of
 from torchtrt_ext.backend import remedies, timing_cache_file
 from torchtrt_ext.backend.adapter import TRTApi, load_backend
 from torchtrt_ext.backend.engine import TRT_DTYPE_NAMES, Engine, EngineMetadata, TensorInfo
@@ -44,6 +45,7 @@ from torchtrt_ext.backend.profiles import (
 from torchtrt_ext.errors import BuildError, InvalidInputError, OnnxParseError, failure
 from torchtrt_ext.ops.spec import DOMAIN
 from torchtrt_ext.passes.onnx_util import read_onnx, stored_output_tree
+from torchtrt_ext.passes.shapes import too_big
 
 if TYPE_CHECKING:
     import tensorrt as trt_t
@@ -244,7 +246,7 @@ def network_from_onnx(api: TRTApi, model: onnx.ModelProto, plan: PluginPlan, log
     builder: trt_t.Builder = api.trt.Builder(logger)
     network: trt_t.INetworkDefinition = builder.create_network(api.network_flags())  # strongly typed everywhere
     parser: trt_t.OnnxParser = api.trt.OnnxParser(network, logger)
-    if parser.parse(model.SerializeToString()):
+    if _parse(parser, model):
         return builder, network
     errors = parser_errors(parser, model)
     listed = "\n".join(f"  - node {e.node} ({e.domain + '::' if e.domain else ''}{e.op_type}): {e.desc}"
@@ -257,6 +259,14 @@ def network_from_onnx(api: TRTApi, model: onnx.ModelProto, plan: PluginPlan, log
                          f"{listed or _NO_FAILING_NODE}{said}",
                          expected="nodes TensorRT's ONNX parser supports, or plugin nodes whose plugin is loaded",
                          remedy=remedy, nodes=tuple(errors))
+
+
+def _parse(parser: trt_t.OnnxParser, model: onnx.ModelProto) -> bool:
+    """Parse ``model``; one over protobuf's 2 GiB limit from a file with external data, which the parser reads."""
+    if not too_big(model):
+        return bool(parser.parse(model.SerializeToString()))
+    with onnx_file_of(model) as path:
+        return bool(parser.parse_from_file(str(path)))
 
 
 def configure(builder: trt_t.Builder, network: trt_t.INetworkDefinition, build: BuildPlan, *,
