@@ -93,3 +93,20 @@ def test_tensorrt_rtx_builds_the_typed_attention(rtx: str, isolated_cache: objec
     model = torchtrt_ext.export_onnx(Attention(torch.finfo(torch.float32).min, "add").eval(), _attention_inputs())
     engine = torchtrt_ext.build_engine(model, backend=rtx, precision=precision, progress=False)
     assert [o.name for o in engine.metadata.outputs] == [o.name for o in model.graph.output]
+
+
+class Sdpa(torch.nn.Module):
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+@pytest.mark.parametrize("exporter", ["dynamo", "legacy"])
+def test_fp16_scaled_dot_product_attention_with_a_bool_mask(exporter: str) -> None:
+    """SDPA exports its bool mask as a -inf fill (Where, Add, Softmax, IsNaN): the fp16 graph gives the FP32 result."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 4, 8, generator=g) for _ in range(3))
+    mask = torch.rand(2, 1, 4, 4, generator=g) > 0.5
+    mask[..., 0] = True
+    typed = apply_precision(torchtrt_ext.export_onnx(Sdpa(), (q, k, v, mask), exporter=exporter), "fp16").model
+    (got,) = run_onnx(typed, {"q": q, "k": k, "v": v, "mask": mask})
+    np.testing.assert_allclose(got, Sdpa()(q, k, v, mask).numpy(), atol=2e-3)
