@@ -10,8 +10,8 @@ import torch
 
 import torchtrt_ext
 from tests.cli.models import make_nested
-from torchtrt_ext.export import output_names
-from torchtrt_ext.runtime import build_outputs, output_tree
+from torchtrt_ext.export import output_names, output_tree
+from torchtrt_ext.runtime import build_outputs
 from torchtrt_ext.validate import flatten_outputs
 
 EXPECTED = ["a.0", "a.1", "b.c"]
@@ -55,3 +55,32 @@ def test_engine_metadata_and_triton_config_use_the_same_names() -> None:
     assert engine.metadata.output_names == EXPECTED
     config = parse_config(deploy.triton_config(engine, "nested", max_batch_size=4))
     assert [o.name for o in config.output] == EXPECTED
+
+
+def test_colliding_paths_get_unique_names_by_one_rule() -> None:
+    """``{"a.b": t, "a": {"b": t}}`` joins to "a.b" twice (issue 33, item 7): a repeated name takes the first free
+    "_<n>" suffix, in pytree order."""
+    t = torch.zeros(1)
+    assert output_names({"a.b": t, "a": {"b": t}}) == ["a.b", "a.b_1"]
+    assert output_names({"a.b": t, "a": {"b": t}, "a.b_1": t}) == ["a.b", "a.b_2", "a.b_1"]
+
+
+class Colliding(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> dict[str, object]:
+        return {"a.b": x + 1, "a": {"b": x * 2}}
+
+
+@pytest.mark.parametrize("exporter", ["auto", "legacy"])
+def test_colliding_outputs_export_and_validate_under_the_same_names(exporter: str,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    ort = pytest.importorskip("onnxruntime")
+    model, x = Colliding(), torch.randn(2, 3)
+    with caplog.at_level("WARNING", logger="torchtrt_ext"):
+        onnx_model = torchtrt_ext.export_onnx(model, (x,), exporter=exporter)
+    assert "legacy" not in caplog.text  # "auto" exports with dynamo: no fallback
+    assert [o.name for o in onnx_model.graph.output] == ["a.b", "a.b_1"]
+    session = ort.InferenceSession(onnx_model.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = dict(zip([o.name for o in session.get_outputs()], session.run(None, {"x": x.numpy()})))
+    np.testing.assert_allclose(got["a.b_1"], (x * 2).numpy())
+    report = torchtrt_ext.validate(model, onnx_model, (x,))
+    assert report.passed and [o.name for o in report.outputs] == ["a.b", "a.b_1"]

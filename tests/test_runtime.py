@@ -14,7 +14,8 @@ import torchtrt_ext
 from torchtrt_ext.backend import Engine, build_engine
 from torchtrt_ext.backend.profiles import Profile, choose_profile
 from torchtrt_ext.errors import EngineCompatibilityError, InvalidInputError
-from torchtrt_ext.runtime import TRTModule, build_outputs, load, output_tree
+from torchtrt_ext.export import output_tree
+from torchtrt_ext.runtime import TRTModule, build_outputs, load
 
 
 # ------------------------------------------------------------------------------------------------ CPU machine

@@ -147,3 +147,17 @@ def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return False
+
+
+@contextlib.contextmanager
+def onnx_file_of(model: onnx.ModelProto) -> Iterator[Path]:
+    """A temporary .onnx file of ``model``, its weights in external data beside it, for readers that take a path (the
+    TensorRT parser's ``parse_from_file``, onnxruntime): the way to hand them a model over protobuf's 2 GiB limit,
+    which cannot be serialized as one message. Removed on exit."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)  # onnx.save_model moves the weights out of the model it saves
+    with tempfile.TemporaryDirectory(prefix="torchtrt_ext-onnx-") as folder:
+        path = Path(folder) / "model.onnx"
+        onnx.save_model(copy, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                        location="model.onnx.data")
+        yield path

@@ -5,6 +5,8 @@ torchtrt_ext's version, whose passes shape the graph), and a hash of the ``Targe
 TensorRT version, GPU name and compute capability, plugin library hash). A file is named
 ``<model key>-<target key>.engine``, so an engine of the same model built for another target sits next to this one
 and is reported plainly instead of being loaded; a hit whose stored target differs from the plan's is a miss, logged.
+The full model key is recorded in the engine's metadata (``model_key``) and compared on every hit, so a file under the
+key that belongs to another model or other options (copied or renamed there) is a logged miss and a rebuild.
 
 Folder: ``$TORCHTRT_EXT_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/torchtrt_ext`` (``~/.cache/torchtrt_ext``).
 ``TORCHTRT_EXT_CACHE=0`` (or ``off``/``false``/``no``), or ``cache=False``, disables it.
@@ -36,6 +38,7 @@ from torchtrt_ext.backend.engine import Engine, canonical_json
 from torchtrt_ext.backend.options import BuildOptions, Target
 from torchtrt_ext.backend.profiles import DEFAULT_MAX_BATCH, ProfileSpec
 from torchtrt_ext.errors import CorruptEngineError
+from torchtrt_ext.passes.shapes import too_big, weightless
 
 log = logging.getLogger("torchtrt_ext.cache")
 
@@ -96,8 +99,9 @@ class EngineCache:
                 return
             yield None
 
-    def load(self, path: Path, target: Target) -> Engine | None:
-        """The cached engine at ``path`` if it is valid and built for ``target``; else None (after saying why)."""
+    def load(self, path: Path, model_key: str, target: Target) -> Engine | None:
+        """The cached engine at ``path`` if it is valid, of ``model_key`` and built for ``target``; else None (after
+        saying why)."""
         if path.is_symlink():
             log.warning("cached engine %s is a symlink, which torchtrt_ext never writes there (someone may have "
                         "planted it); not reading or writing through it, building without caching", path)
@@ -116,6 +120,10 @@ class EngineCache:
             log.warning("cached engine %s is corrupted (%s); deleting it and rebuilding", path, exc.what)
             with contextlib.suppress(OSError):
                 path.unlink()
+            return None
+        if engine.metadata.model_key != model_key:
+            log.warning("cached engine %s belongs to another model or other build options (its recorded key %s is "
+                        "not %s); rebuilding", path, engine.metadata.model_key[:32] or "(none)", model_key[:32])
             return None
         cached = engine.metadata.target
         if cached != target:
@@ -162,11 +170,21 @@ def _read_cache_file(path: Path) -> tuple[bytes, bool]:
         return handle.read(), getuid is None or info.st_uid == getuid()
 
 
+def _model_parts(model: onnx.ModelProto) -> list[bytes]:
+    """The bytes that identify ``model``: its serialization; for a model over protobuf's 2 GiB limit, the graph without
+    its large weights and then each of them (each under the limit on its own)."""
+    if not too_big(model):
+        return [model.SerializeToString(deterministic=True)]
+    large = {i.name for i in weightless(model).graph.input} - {i.name for i in model.graph.input}
+    return [weightless(model).SerializeToString(deterministic=True)] + [
+        i.SerializeToString(deterministic=True) for i in model.graph.initializer if i.name in large]
+
+
 def cache_keys(model: onnx.ModelProto, options: BuildOptions, target: Target,
                output_tree: Mapping[str, Any] | None = None) -> tuple[str, str]:
     """(model key, target key): model = ONNX bytes + options + the output tree + torchtrt_ext's version; target = the
     ``Target``'s facts."""
-    model_key = _sha256(model.SerializeToString(deterministic=True), canonical_json(options.to_json()),
+    model_key = _sha256(*_model_parts(model), canonical_json(options.to_json()),
                         canonical_json(output_tree), _version.__version__.encode())
     return model_key, _sha256(canonical_json(target.to_json()))
 
@@ -196,7 +214,8 @@ def cached_build(onnx_model_or_path: _builder.OnnxSource, options: BuildOptions,
     if directory is None:
         return _builder.build_from_plan(build, output_tree=output_tree, **build_options)
     store = EngineCache(directory)
-    path = store.path_for(*cache_keys(build.model, options, build.target, output_tree))
+    model_key, target_key = cache_keys(build.model, options, build.target, output_tree)
+    path = store.path_for(model_key, target_key)
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -204,7 +223,7 @@ def cached_build(onnx_model_or_path: _builder.OnnxSource, options: BuildOptions,
                     directory, exc, ENV_DIR)
         return _builder.build_from_plan(build, output_tree=output_tree, **build_options)
     with store.locked(path) as unwritable:
-        engine = store.load(path, build.target)
+        engine = store.load(path, model_key, build.target)
         if engine is not None:
             return engine
         if unwritable is not None:
@@ -212,6 +231,7 @@ def cached_build(onnx_model_or_path: _builder.OnnxSource, options: BuildOptions,
                         "cache= to use a writable folder)", directory, unwritable, ENV_DIR)
             return _builder.build_from_plan(build, output_tree=output_tree, **build_options)
         engine = _builder.build_from_plan(build, output_tree=output_tree, **build_options)
+        engine = engine.with_metadata(model_key=model_key)
         try:
             store.store(path, engine)
         except OSError as exc:

@@ -19,9 +19,9 @@ from torchtrt_ext.backend.profiles import DEFAULT_MAX_BATCH, ProfileSpec, profil
 from torchtrt_ext.backend.options import BuildOptions
 from torchtrt_ext.cache import CacheOption, cached_build
 from torchtrt_ext.errors import InvalidInputError, TorchTRTExtError, failure
-from torchtrt_ext.export import export_onnx
+from torchtrt_ext.export import export_onnx, output_tree
 from torchtrt_ext.passes import pipeline
-from torchtrt_ext.runtime import TRTModule, output_tree, require_gpu
+from torchtrt_ext.runtime import TRTModule, require_gpu
 from torchtrt_ext.validate import validate as run_validation
 
 log = logging.getLogger("torchtrt_ext")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import io
+import json
 import logging
 import os
 import re
@@ -23,6 +24,7 @@ from torchtrt_ext._files import save_onnx
 from torchtrt_ext.errors import ExportError, InvalidInputError, failure
 from torchtrt_ext.ops._torch_op import custom_translation_table
 from torchtrt_ext.ops.spec import DOMAIN, DOMAIN_VERSION
+from torchtrt_ext.passes.onnx_util import OUTPUT_TREE_KEY
 from torchtrt_ext.passes.shapes import infer_shapes, too_big, weightless
 
 log = logging.getLogger("torchtrt_ext")
@@ -64,17 +66,45 @@ def output_names(outputs: Any) -> list[str]:
     The one naming rule of export, ``validate``, the engine metadata, ``TRTModule`` and the Triton config: "output"
     for a lone tensor; otherwise the path to the tensor, dict keys and sequence indices joined by ".", the items of a
     returned tuple or list being "output_<i>": ``{"a": (t, t), "b": {"c": t}}`` -> a.0, a.1, b.c; ``(t, {"k": t})``
-    -> output_0, output_1.k.
+    -> output_0, output_1.k. Two paths that join alike (``{"a.b": t, "a": {"b": t}}``) keep the name for the first
+    and give the later one the first "_<n>" suffix no path has: a.b, a.b_1.
     """
     if isinstance(outputs, torch.Tensor):
         return ["output"]
-    names = []
+    paths = []
     for path, _ in torch.utils._pytree.tree_flatten_with_path(outputs)[0]:
         parts = [str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k)))) for k in path]
         if path and isinstance(path[0], torch.utils._pytree.SequenceKey):
             parts[0] = f"output_{parts[0]}"
-        names.append(".".join(parts) or "output")
+        paths.append(".".join(parts) or "output")
+    taken = set(paths)
+    names: list[str] = []
+    for name in paths:
+        unique, n = name, 0
+        while unique in names or (n and unique in taken):
+            n += 1
+            unique = f"{name}_{n}"
+        names.append(unique)
     return names
+
+
+def output_tree(outputs: Any) -> dict[str, Any]:
+    """Describe the structure of a model's outputs; leaves are numbered in export order (pytree order). Dict keys keep
+    their type where JSON has it (str, int, float, bool), so ``{3: t}`` comes back keyed by 3; other keys as str."""
+    counter = iter(range(1 << 30))
+
+    def walk(obj: Any) -> dict[str, Any]:
+        if isinstance(obj, torch.Tensor):
+            return {"type": "tensor", "index": next(counter)}
+        if isinstance(obj, Mapping):
+            return {"type": "dict", "keys": [k if isinstance(k, (str, int, float)) else str(k) for k in obj],
+                    "items": [walk(v) for v in obj.values()]}
+        if isinstance(obj, (tuple, list)):
+            return {"type": "list" if isinstance(obj, list) else "tuple", "items": [walk(v) for v in obj]}
+        raise InvalidInputError(failure(f"the model returned a {type(obj).__name__}",
+                                        "tensors, or tuples/lists/dicts of tensors",
+                                        "return only tensors from forward (keep other values out of the model)"))
+    return walk(outputs)
 
 
 def _check_args(exporter: str, opset: int | None, dynamic: DynamicShapes, names: list[str],
@@ -157,7 +187,8 @@ def export_onnx(model: torch.nn.Module, example_inputs: Any, path: str | os.Path
     _check_args(exporter, opset, dynamic, names, inputs)
     opset = opset or DEFAULT_OPSET
     with torch.no_grad():
-        outs = output_names(model(*inputs))
+        eager = model(*inputs)
+    outs, tree = output_names(eager), output_tree(eager)
     order = ["dynamo", "legacy"] if exporter == "auto" else [exporter]
     errors = []
     for which in order:
@@ -179,7 +210,7 @@ def export_onnx(model: torch.nn.Module, example_inputs: Any, path: str | os.Path
         log.warning("%s; exported with the legacy TorchScript exporter instead, which records the path the example "
                     "inputs took: data-dependent control flow (an 'if' or loop on tensor values) is fixed to that "
                     "branch", errors[0])
-    onnx_model = _finish(onnx_model, which)
+    onnx_model = _finish(onnx_model, which, tree)
     if path is not None:
         save_onnx(onnx_model, path)
     return onnx_model
@@ -195,14 +226,16 @@ def _exporter_failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {cause[:300]}".rstrip(": ")
 
 
-def _finish(model: onnx.ModelProto, exporter: str) -> onnx.ModelProto:
-    """Ensure the custom opset import, fill shapes through custom nodes, tag the exporter, check the model."""
+def _finish(model: onnx.ModelProto, exporter: str, tree: dict[str, Any]) -> onnx.ModelProto:
+    """Ensure the custom opset import, fill shapes through custom nodes, tag the exporter and the output tree (a build
+    from the file returns what the model did), check the model."""
     uses_custom = any(n.domain == DOMAIN for n in model.graph.node)
     domains = {e.domain for e in model.opset_import}
     if uses_custom and DOMAIN not in domains:
         model.opset_import.append(onnx.helper.make_opsetid(DOMAIN, DOMAIN_VERSION))
     model = infer_shapes(model)
     onnx.helper.set_model_props(model, {**{p.key: p.value for p in model.metadata_props},
-                                        "torchtrt_ext.exporter": exporter})
+                                        "torchtrt_ext.exporter": exporter,
+                                        OUTPUT_TREE_KEY: json.dumps(tree, sort_keys=True, separators=(",", ":"))})
     onnx.checker.check_model(weightless(model) if too_big(model) else model)
     return model

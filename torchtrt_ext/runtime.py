@@ -63,23 +63,6 @@ _TORCH_TYPES = ("float32", "float16", "bfloat16", "int8", "uint8", "int32", "int
 
 
 # ---------------------------------------------------------------------------------------------- output structure
-def output_tree(outputs: Any) -> dict[str, Any]:
-    """Describe the structure of a model's outputs; leaves are numbered in export order (pytree order)."""
-    counter = iter(range(1 << 30))
-
-    def walk(obj: Any) -> dict[str, Any]:
-        if isinstance(obj, torch.Tensor):
-            return {"type": "tensor", "index": next(counter)}
-        if isinstance(obj, Mapping):
-            return {"type": "dict", "keys": [str(k) for k in obj], "items": [walk(v) for v in obj.values()]}
-        if isinstance(obj, (tuple, list)):
-            return {"type": "list" if isinstance(obj, list) else "tuple", "items": [walk(v) for v in obj]}
-        raise InvalidInputError(failure(f"the model returned a {type(obj).__name__}",
-                                        "tensors, or tuples/lists/dicts of tensors",
-                                        "return only tensors from forward (keep other values out of the model)"))
-    return walk(outputs)
-
-
 def build_outputs(tree: Mapping[str, Any] | None, leaves: Sequence[torch.Tensor]) -> Any:
     """Rebuild the model's output structure from the flat engine outputs."""
     if tree is None:

@@ -24,8 +24,9 @@ the lowest-precision floating dtype among the two outputs)::
 
 ``inputs``: a tensor or a tuple of tensors (trial 0 uses them as given; later trials use fresh random tensors of the
 same shapes, dtypes and devices: ``randn`` for floats, integers drawn from the example's own value range, random
-bools), or None to take the shapes from the candidate or the reference (an ONNX model's graph inputs with dynamic
-dims set to 1, or a TRTModule's engine metadata at its first profile's opt shape).
+bools), or None to take the shapes and dtypes from the candidate or the reference (an ONNX model's graph inputs with
+dynamic dims set to 1, or a TRTModule's engine metadata at its first profile's opt shape; integers then lie in
+``DEFAULT_INT_RANGE``, [0, 8), since ONNX cannot tell an Embedding's size).
 
 Candidates and references can be any callable on torch tensors, a ``TRTModule``, or an ONNX model (``ModelProto`` or
 path), which runs on onnxruntime (CPU by default) after its torchtrt_ext custom nodes are decomposed into standard
@@ -44,6 +45,7 @@ from typing import Any
 import onnx
 import torch
 
+from torchtrt_ext._files import onnx_file_of
 from torchtrt_ext.errors import (
     InvalidInputError,
     MissingDependencyError,
@@ -57,6 +59,7 @@ from torchtrt_ext.passes import decompose_custom_ops
 from torchtrt_ext.passes.graph_check import check_wiring
 from torchtrt_ext.passes.onnx_util import custom_nodes
 from torchtrt_ext.passes.onnx_util import read_onnx
+from torchtrt_ext.passes.shapes import too_big
 
 #: precision -> (atol, rtol); see the module docstring for the reasons.
 TOLERANCES: dict[str, tuple[float, float]] = {
@@ -196,7 +199,11 @@ class OnnxRuntimeModule:
         self.providers = list(providers or ["CPUExecutionProvider"])
         options = ort.SessionOptions()
         options.log_severity_level = 3
-        self.session = ort.InferenceSession(model.SerializeToString(), options, providers=self.providers)
+        if too_big(model):  # over protobuf's 2 GiB limit: onnxruntime reads it from a file with external data
+            with onnx_file_of(model) as path:
+                self.session = ort.InferenceSession(str(path), options, providers=self.providers)
+        else:
+            self.session = ort.InferenceSession(model.SerializeToString(), options, providers=self.providers)
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
 
@@ -335,13 +342,25 @@ def random_like(example: torch.Tensor, generator: torch.Generator) -> torch.Tens
     return out.to(dtype=dtype, device=example.device)
 
 
-def _random(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device,
-            generator: torch.Generator) -> torch.Tensor:
-    if dtype.is_floating_point:
-        return torch.randn(shape, generator=generator).to(dtype=dtype, device=device)
+DEFAULT_INT_RANGE = (0, 8)
+"""[low, high) of random integer inputs where nothing says more: ONNX cannot tell an Embedding's size (or how long a
+sequence an index may point into), so the default is small enough for nearly every model; set the range a model
+accepts (``value_range``, CLI ``--input-range ids:0,30000``) to exercise it fully."""
+
+
+def random_input(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device | str, generator: torch.Generator,
+                 value_range: tuple[float, float] | None = None) -> torch.Tensor:
+    """A random input of ``dtype``: integers uniform in [low, high) (default ``DEFAULT_INT_RANGE``), random bools,
+    floats ~ N(0, 1) or, with ``value_range``, uniform in [low, high]."""
     if dtype == torch.bool:
         return (torch.rand(shape, generator=generator) < 0.5).to(device)
-    return torch.zeros(shape, dtype=dtype, device=device)  # no example to take a value range from: zeros
+    if dtype.is_floating_point:
+        if value_range is None:
+            return torch.randn(shape, generator=generator).to(dtype=dtype, device=device)
+        low, high = value_range
+        return (low + (high - low) * torch.rand(shape, generator=generator)).to(dtype=dtype, device=device)
+    low, high = (int(v) for v in value_range or DEFAULT_INT_RANGE)
+    return torch.randint(low, high, shape, generator=generator, dtype=torch.int64).to(dtype=dtype, device=device)
 
 
 def _trial_inputs(examples: tuple[torch.Tensor, ...], trials: int, seed: int) -> list[tuple[torch.Tensor, ...]]:
@@ -358,7 +377,7 @@ def _examples_from(model: Any, compiled: Any, seed: int) -> tuple[torch.Tensor, 
         if specs is not None:
             device = preferred_device(compiled) or preferred_device(model) or torch.device("cpu")
             generator = torch.Generator().manual_seed(seed)
-            return tuple(_random(shape, dtype, device, generator) for shape, dtype in specs)
+            return tuple(random_input(shape, dtype, device, generator) for shape, dtype in specs)
     raise InvalidInputError(failure("validate(inputs=None) cannot tell the input shapes: neither the reference nor "
                                     "the candidate is an ONNX model or an engine", "example inputs",
                                     "pass inputs=(x,) with one tensor per model input"))

@@ -68,3 +68,29 @@ class DataDependentBranch(torch.nn.Module):
 
 def make_branchy() -> torch.nn.Module:
     return DataDependentBranch()
+
+
+class IntKeyedOutputs(torch.nn.Module):
+    """A dict of per-level outputs keyed by int (as detection necks return them), one level a tuple."""
+
+    def forward(self, x: torch.Tensor) -> dict[int, object]:
+        return {3: x + 1, 4: (x * 2, x - 1)}
+
+
+def make_int_keyed() -> torch.nn.Module:
+    return IntKeyedOutputs()
+
+
+class TokenEmbedding(torch.nn.Module):
+    """Token ids -> embeddings, mean over the sequence: an int64 input whose values must lie in [0, 100)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(100, 8)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.embed(ids).mean(1)
+
+
+def make_embedding() -> torch.nn.Module:
+    return TokenEmbedding()

@@ -90,19 +90,19 @@ def test_profile_specs() -> None:
         normalize_profiles([])
 
 
-def test_fp16_clips_a_scalar_constant_beyond_its_range(caplog: pytest.LogCaptureFixture) -> None:
-    """A 0-d initializer too large for FP16 (``x * 1e6``) is clipped to FP16's largest value, with a warning."""
+def test_fp16_computes_a_node_with_a_constant_beyond_its_range_in_fp32(caplog: pytest.LogCaptureFixture) -> None:
+    """A 0-d initializer too large for FP16 (``x * 1e6``) is neither clipped (65504 would scale by the wrong factor)
+    nor rounded to inf: its Mul computes in FP32, logged."""
     graph = onnx.helper.make_graph(
-        [onnx.helper.make_node("Mul", ["x", "big"], ["y"])], "g",
+        [onnx.helper.make_node("Mul", ["x", "big"], ["y"], name="scale")], "g",
         [onnx.helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
         [onnx.helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
         [onnx.numpy_helper.from_array(np.array(1e6, dtype=np.float32), "big")])
     model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 18)])
-    with caplog.at_level("WARNING", logger="torchtrt_ext.backend"):
+    with caplog.at_level("INFO", logger="torchtrt_ext.backend"):
         result = apply_precision(model, "fp16")
-    (big,) = [i for i in result.model.graph.initializer if i.name.startswith("big")]
-    value = onnx.numpy_helper.to_array(big)
-    assert value.shape == () and value.dtype == np.float16 and float(value) == float(np.finfo(np.float16).max)
-    assert "exceed the FP16 range" in caplog.text and "'big'" in caplog.text
+    (big,) = result.model.graph.initializer
+    assert big.data_type == TensorProto.FLOAT and "scale" in result.fp32_nodes
+    assert "beyond the fp16 range" in caplog.text and "'scale'" in caplog.text
     (y,) = run_onnx(result.model, {"x": torch.tensor([1.0, -0.5])})
-    assert y.dtype == np.float32 and y.tolist() == [65504.0, -32752.0]
+    assert y.dtype == np.float32 and y.tolist() == [1e6, -5e5]

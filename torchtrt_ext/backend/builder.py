@@ -27,6 +27,7 @@ import onnx
 import torch
 
 from torchtrt_ext import _version
+from torchtrt_ext._files import onnx_file_of
 from torchtrt_ext.backend import remedies, timing_cache_file
 from torchtrt_ext.backend.adapter import TRTApi, load_backend
 from torchtrt_ext.backend.engine import TRT_DTYPE_NAMES, Engine, EngineMetadata, TensorInfo
@@ -43,7 +44,8 @@ from torchtrt_ext.backend.profiles import (
 )
 from torchtrt_ext.errors import BuildError, InvalidInputError, OnnxParseError, failure
 from torchtrt_ext.ops.spec import DOMAIN
-from torchtrt_ext.passes.onnx_util import read_onnx
+from torchtrt_ext.passes.onnx_util import read_onnx, stored_output_tree
+from torchtrt_ext.passes.shapes import too_big
 
 if TYPE_CHECKING:
     import tensorrt as trt_t
@@ -174,7 +176,8 @@ def _engine_of(build: BuildPlan, *, timing_cache: str | os.PathLike[str] | None,
     metadata = EngineMetadata(
         inputs=inputs, outputs=outputs, profiles=build.profiles, options=build.options, target=build.target,
         plugin_plan=dataclasses.replace(plan, library=None, library_sha256=None),  # the hash is in the target
-        plugins_embedded=build.options.embed_plugins, output_tree=output_tree,
+        plugins_embedded=build.options.embed_plugins,
+        output_tree=output_tree if output_tree is not None else stored_output_tree(build.model),
         torchtrt_ext_version=_version.__version__)
     return Engine(plan_bytes, metadata)
 
@@ -196,7 +199,8 @@ def build_engine(onnx_model_or_path: OnnxSource, *, backend: str = "tensorrt", p
         timing_cache: path of a TensorRT timing cache file, read if present and written back. Default None.
         progress: print one stderr line per build phase. Default True.
         embed_plugins: serialize the C++ plugin library into the plan (plugins="cpp"). Default False.
-        output_tree: structure of the original model's outputs, recorded for ``TRTModule``. Default None (flat).
+        output_tree: structure of the original model's outputs, recorded for ``TRTModule``. Default None: the one
+            export recorded in the model's metadata, else flat.
         max_batch: upper batch bound of the default profile. Default 32.
     """
     options = BuildOptions.of(backend=backend, precision=precision, profiles=profiles, max_batch=max_batch,
@@ -243,7 +247,7 @@ def network_from_onnx(api: TRTApi, model: onnx.ModelProto, plan: PluginPlan, log
     builder: trt_t.Builder = api.trt.Builder(logger)
     network: trt_t.INetworkDefinition = builder.create_network(api.network_flags())  # strongly typed everywhere
     parser: trt_t.OnnxParser = api.trt.OnnxParser(network, logger)
-    if parser.parse(model.SerializeToString()):
+    if _parse(parser, model):
         return builder, network
     errors = parser_errors(parser, model)
     listed = "\n".join(f"  - node {e.node} ({e.domain + '::' if e.domain else ''}{e.op_type}): {e.desc}"
@@ -256,6 +260,14 @@ def network_from_onnx(api: TRTApi, model: onnx.ModelProto, plan: PluginPlan, log
                          f"{listed or _NO_FAILING_NODE}{said}",
                          expected="nodes TensorRT's ONNX parser supports, or plugin nodes whose plugin is loaded",
                          remedy=remedy, nodes=tuple(errors))
+
+
+def _parse(parser: trt_t.OnnxParser, model: onnx.ModelProto) -> bool:
+    """Parse ``model``; one over protobuf's 2 GiB limit from a file with external data, which the parser reads."""
+    if not too_big(model):
+        return bool(parser.parse(model.SerializeToString()))
+    with onnx_file_of(model) as path:
+        return bool(parser.parse_from_file(str(path)))
 
 
 def configure(builder: trt_t.Builder, network: trt_t.INetworkDefinition, build: BuildPlan, *,

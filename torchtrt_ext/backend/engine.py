@@ -66,6 +66,7 @@ class EngineMetadata:
     plugins_embedded: bool = False
     output_tree: Mapping[str, Any] | None = None  # structure of the original model's outputs (runtime.output_tree)
     torchtrt_ext_version: str = ""
+    model_key: str = ""  # the engine cache's model key (cache.cache_keys), recorded when cached; "" otherwise
 
     @property
     def input_names(self) -> list[str]:
@@ -122,6 +123,7 @@ class EngineMetadata:
             "plugins_embedded": self.plugins_embedded,
             "output_tree": self.output_tree,
             "torchtrt_ext_version": self.torchtrt_ext_version,
+            "model_key": self.model_key,
         }
 
     @classmethod
@@ -140,6 +142,7 @@ class EngineMetadata:
             plugins_embedded=bool(data.get("plugins_embedded", False)),
             output_tree=data.get("output_tree"),
             torchtrt_ext_version=str(data.get("torchtrt_ext_version", "")),
+            model_key=str(data.get("model_key", "")),
         )
 
     def canonical_bytes(self) -> bytes:

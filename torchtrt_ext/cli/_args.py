@@ -47,6 +47,23 @@ def shapes_arg(values: Sequence[str] | None, *, allow_unnamed: bool = True) -> d
     return merged
 
 
+def parse_ranges(values: Sequence[str] | None) -> dict[str, tuple[float, float]]:
+    """``["ids:0,30000", "x:-1.5,1.5"]`` -> ``{"ids": (0, 30000), "x": (-1.5, 1.5)}``; integers stay ``int``."""
+    ranges: dict[str, tuple[float, float]] = {}
+    for text in values or ():
+        name, sep, bounds = text.strip().rpartition(":")
+        parts = bounds.split(",")
+        try:
+            low, high = (int(v) if v.strip().lstrip("+-").isdigit() else float(v) for v in parts)
+        except ValueError:
+            low = high = 0
+        if not sep or not name or len(parts) != 2 or not low < high:
+            raise CliError(f"bad input range {text!r}: expected name:LOW,HIGH with LOW < HIGH. Remedy: write it like "
+                           "ids:0,30000 (integers in [0, 30000)) or x:-1.5,1.5 (floats)")
+        ranges[name] = (low, high)
+    return ranges
+
+
 def dtype_of(name: str) -> Any:
     """The torch dtype of a --dtype name."""
     import torch
@@ -98,5 +115,11 @@ def add_inputs(p: argparse.ArgumentParser, required: bool = False) -> None:
     p.add_argument("--input-shape", action="append", metavar="NAME:SHAPE", required=required,
                    help="input shape like x:1x3x224x224 (repeat or comma-separate for several inputs; a bare "
                         "1x3x224x224 means the next input in order)")
-    p.add_argument("--dtype", choices=DTYPES, default="float32", help="dtype of the random inputs (default float32)")
+    p.add_argument("--dtype", choices=DTYPES, default="float32",
+                   help="dtype of the random float inputs (default float32); an input the ONNX model or engine "
+                        "declares as integer or bool gets that type")
+    p.add_argument("--input-range", action="append", metavar="NAME:LOW,HIGH",
+                   help="values of a random input: integers in [LOW, HIGH) (an input of a model spec given integer "
+                        "bounds is int64), floats in [LOW, HIGH] (repeat for several inputs; default: integers in "
+                        "[0, 8), floats ~ N(0, 1))")
 

@@ -100,14 +100,38 @@ def check_engine_host_code(targets: Sequence[str], kinds: Sequence[str], allowed
             check_host_code_allowed(Engine.load(text).metadata, allowed, f"engine file {text}")
 
 
-def examples_for(shapes: dict[str, tuple[int, ...]], model: Any, dtype: Any, device: Any) -> tuple[Any, ...] | None:
-    """Random example inputs from --input-shape (named ones ordered like forward's parameters)."""
+def declared_inputs(*targets: Any) -> list[tuple[str, tuple[int, ...], Any]]:
+    """(name, shape, torch dtype) of each input the first ONNX model or engine among ``targets`` declares; [] when
+    none does (model specs declare no types)."""
+    from torchtrt_ext.validate import OnnxRuntimeModule, input_specs_of
+
+    for target in targets:
+        if isinstance(target, OnnxRuntimeModule):
+            return target.input_specs()
+        specs = input_specs_of(target)
+        if specs is not None:
+            names = [info.name for info in target.metadata.inputs]
+            return [(name, shape, dtype) for name, (shape, dtype) in zip(names, specs)]
+    return []
+
+
+def examples_for(shapes: dict[str, tuple[int, ...]], model: Any, dtype: Any, device: Any,
+                 ranges: dict[str, tuple[float, float]] | None = None,
+                 declared: Sequence[tuple[str, tuple[int, ...], Any]] = (), *,
+                 declared_floats: bool = False) -> tuple[Any, ...] | None:
+    """Random example inputs from --input-shape (named ones ordered like forward's parameters), each of the type
+    ``declared`` by an ONNX model or engine where it is integer or bool (or any type, with ``declared_floats``), else
+    int64 for a model spec's input given an integer --input-range, else ``dtype``; values in its --input-range
+    (``validate.random_input``)."""
     import inspect
 
     import torch
 
+    from torchtrt_ext.validate import random_input
+
     if not shapes:
         return None
+    ranges = ranges or {}
     named = {k: v for k, v in shapes.items() if not k.startswith("#")}
     if named and isinstance(model, torch.nn.Module):
         params = list(inspect.signature(model.forward).parameters)
@@ -115,11 +139,24 @@ def examples_for(shapes: dict[str, tuple[int, ...]], model: Any, dtype: Any, dev
         if unknown:
             raise CliError(f"--input-shape names {unknown}, but {type(model).__name__}.forward takes {params}. "
                            "Remedy: use the forward parameter names")
-        order = [shapes[p] for p in params if p in named] + [v for k, v in shapes.items() if k.startswith("#")]
+        order = [p for p in params if p in named] + [k for k in shapes if k.startswith("#")]
     else:
-        order = list(shapes.values())
+        order = list(shapes)
+    unknown = [n for n in ranges if n not in order]
+    if unknown:
+        raise CliError(f"--input-range names {unknown}, but the inputs are {order}. Remedy: name an input of "
+                       "--input-shape")
+    kept = [(i, name, t) for i, (name, _, t) in enumerate(declared) if declared_floats or not t.is_floating_point]
+    types = {key: t for i, name, t in kept for key in (name, f"#{i}")}
+
+    def type_of(name: str) -> Any:
+        if name in types:
+            return types[name]
+        if name in ranges and all(isinstance(v, int) for v in ranges[name]):
+            return torch.int64
+        return dtype
     generator = torch.Generator().manual_seed(0)
-    return tuple(torch.randn(s, generator=generator).to(dtype=dtype, device=device) for s in order)
+    return tuple(random_input(shapes[n], type_of(n), device, generator, ranges.get(n)) for n in order)
 
 
 def open_target(text: str, device: Any, dtype: Any, allow_engine_host_code: bool) -> tuple[str, Any]:

@@ -4,9 +4,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from torchtrt_ext.cli._args import add_common, add_engine_host_code, add_inputs, dtype_of, shapes_arg
+from torchtrt_ext.cli._args import add_common, add_engine_host_code, add_inputs, dtype_of, parse_ranges, shapes_arg
 from torchtrt_ext.cli._errors import CliError
-from torchtrt_ext.cli._targets import check_engine_host_code, device_for, examples_for, open_target, target_kind
+from torchtrt_ext.cli._targets import (
+    check_engine_host_code,
+    declared_inputs,
+    device_for,
+    examples_for,
+    open_target,
+    target_kind,
+)
 from torchtrt_ext.errors import ExitCode
 
 
@@ -15,7 +22,6 @@ def run(args: argparse.Namespace) -> tuple[int, Any, str]:
     import torch
 
     from torchtrt_ext.bench import benchmark
-    from torchtrt_ext.validate import input_specs_of
 
     kinds = [target_kind(t) for t in args.targets]
     check_engine_host_code(args.targets, kinds, args.allow_engine_host_code)
@@ -27,16 +33,17 @@ def run(args: argparse.Namespace) -> tuple[int, Any, str]:
         candidates[f"{text} (onnxruntime)" if kind == "onnx" else text] = runnable
         if kind == "model" and args.torch_compile:
             candidates[f"{text} (torch.compile)"] = torch.compile(runnable)
-    shapes = shapes_arg(args.input_shape)
-    first_model = next((c for c, k in zip(candidates.values(), kinds) if k == "model"), None)
-    examples = examples_for(shapes, first_model, dtype, device)
-    if examples is None:
-        specs = next((s for s in (input_specs_of(c) for c in candidates.values()) if s), None)
-        if specs is None:
+    shapes, ranges = shapes_arg(args.input_shape), parse_ranges(args.input_range)
+    declared = declared_inputs(*candidates.values())
+    if not shapes:  # the shapes and types an ONNX model or engine declares
+        if not declared:
             raise CliError("bench cannot tell the input shapes. Remedy: add --input-shape x:1x3x224x224")
-        generator = torch.Generator().manual_seed(0)
-        examples = tuple(torch.randn(s, generator=generator).to(dtype=d if d.is_floating_point else dtype,
-                                                                device=device) for s, d in specs)
+        shapes = {name: shape for name, shape, _ in declared}
+    # --input-shape names follow the first model spec's forward; declared shapes are in the graph's own order
+    first_model = next((c for c, k in zip(candidates.values(), kinds) if k == "model"), None) if args.input_shape \
+        else None
+    examples = examples_for(shapes, first_model, dtype, device, ranges, declared,
+                            declared_floats=not args.input_shape)
     report = benchmark(candidates, examples, warmup=args.warmup, iters=args.iters, device=device,
                        progress=not args.quiet)
     return (ExitCode.FAILED if report.failed else ExitCode.OK), report.to_json(), report.to_table()

@@ -7,7 +7,7 @@ from typing import Any
 
 from torchtrt_ext._files import save_onnx
 from torchtrt_ext._progress import ticking
-from torchtrt_ext.cli._args import add_common, add_inputs, dtype_of, output_path, shapes_arg
+from torchtrt_ext.cli._args import add_common, add_inputs, dtype_of, output_path, parse_ranges, shapes_arg
 from torchtrt_ext.cli._errors import CliError
 from torchtrt_ext.cli._targets import custom_nodes, examples_for, load_model, spec_file
 from torchtrt_ext.passes import pipeline
@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> tuple[int, Any, str]:
     output = output_path(args.output, spec_file(args.model))
     dtype = dtype_of(args.dtype)
     model = model.to(dtype=dtype)  # the random inputs are of --dtype, so the weights must be too
-    examples = examples_for(shapes, model, dtype, "cpu")
+    examples = examples_for(shapes, model, dtype, "cpu", parse_ranges(args.input_range))
     started = time.monotonic()
     with ticking(f"exporting {args.model}", enabled=not args.quiet):
         onnx_model = torchtrt_ext.export_onnx(model, examples, exporter=args.exporter, opset=args.opset,

@@ -5,9 +5,16 @@ import argparse
 import dataclasses
 from typing import Any
 
-from torchtrt_ext.cli._args import add_common, add_engine_host_code, add_inputs, dtype_of, shapes_arg
+from torchtrt_ext.cli._args import add_common, add_engine_host_code, add_inputs, dtype_of, parse_ranges, shapes_arg
 from torchtrt_ext.cli._errors import CliError
-from torchtrt_ext.cli._targets import check_engine_host_code, device_for, examples_for, open_target, target_kind
+from torchtrt_ext.cli._targets import (
+    check_engine_host_code,
+    declared_inputs,
+    device_for,
+    examples_for,
+    open_target,
+    target_kind,
+)
 from torchtrt_ext.errors import ExitCode
 from torchtrt_ext.validate import PRECISIONS as TOLERANCE_PRECISIONS
 
@@ -18,14 +25,14 @@ def run(args: argparse.Namespace) -> tuple[int, Any, str]:
 
     if args.precision is not None and args.precision not in TOLERANCE_PRECISIONS:
         raise CliError(f"unknown precision {args.precision!r}. Remedy: use fp32, fp16 or bf16")
-    shapes = shapes_arg(args.input_shape)
+    shapes, ranges = shapes_arg(args.input_shape), parse_ranges(args.input_range)
     kinds = [target_kind(args.reference), target_kind(args.candidate)]
     check_engine_host_code([args.reference, args.candidate], kinds, args.allow_engine_host_code)
     device = device_for(args.device, kinds)
     dtype = dtype_of(args.dtype)
     _, reference = open_target(args.reference, device, dtype, args.allow_engine_host_code)
     _, candidate = open_target(args.candidate, device, dtype, args.allow_engine_host_code)
-    examples = examples_for(shapes, reference, dtype, device)
+    examples = examples_for(shapes, reference, dtype, device, ranges, declared_inputs(reference, candidate))
     report = validate(reference, candidate, examples, trials=args.trials, atol=args.atol, rtol=args.rtol,
                       precision=args.precision, seed=args.seed)
     report = dataclasses.replace(report, reference=args.reference, candidate=args.candidate)

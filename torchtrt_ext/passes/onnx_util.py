@@ -2,10 +2,12 @@
 walker, the standard-domain set."""
 from __future__ import annotations
 
+import json
+import logging
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Union
+from typing import Any, Union
 
 import onnx
 
@@ -18,8 +20,36 @@ FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.
                          onnx.TensorProto.DOUBLE})
 """ONNX element types of floating-point tensors."""
 
+OUTPUT_TREE_KEY = "torchtrt_ext.output_tree"
+"""The metadata_props entry in which export records the structure of the model's outputs (JSON, ``export.output_tree``)."""
+
 STANDARD_DOMAINS = frozenset({"", "ai.onnx"})
 """The names of the default ONNX operator domain."""
+
+
+def stored_output_tree(model: onnx.ModelProto) -> dict[str, Any] | None:
+    """The output structure export recorded in ``model``'s metadata, or None where there is none or it no longer fits
+    the graph (its leaf count is not the number of graph outputs: an edited graph; logged)."""
+    text = next((p.value for p in model.metadata_props if p.key == OUTPUT_TREE_KEY), None)
+    if text is None:
+        return None
+    try:
+        tree: dict[str, Any] = json.loads(text)
+    except ValueError:
+        logging.getLogger("torchtrt_ext").warning("the model's %s is not JSON; outputs are returned flat",
+                                                  OUTPUT_TREE_KEY)
+        return None
+    leaves = _leaf_count(tree)
+    if leaves != len(model.graph.output):
+        logging.getLogger("torchtrt_ext").warning(
+            "the model's recorded output structure has %d leaves but the graph %d outputs (edited since export?); "
+            "outputs are returned flat", leaves, len(model.graph.output))
+        return None
+    return tree
+
+
+def _leaf_count(node: dict[str, Any]) -> int:
+    return 1 if node.get("type") == "tensor" else sum(_leaf_count(item) for item in node.get("items", []))
 
 
 def is_standard_domain(domain: str | None) -> bool:

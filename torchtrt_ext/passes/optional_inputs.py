@@ -17,7 +17,9 @@ def complete_optional_inputs(model: onnx.ModelProto, *, op_types: Collection[str
     Needed because a ``tensorrt.plugin`` plugin has a fixed number of inputs. Nodes of ops without optional inputs,
     and complete nodes, are unchanged; so are nodes whose op type is not in ``op_types`` (default None: every op).
     """
-    model = onnx.ModelProto.FromString(model.SerializeToString())
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)  # not through bytes: a model over 2 GiB cannot be serialized
+    model = copy
     specs = {op.spec.name: op.spec for op in registered_ops().values()
              if op.spec.optional_inputs and (op_types is None or op.spec.name in op_types)}
     for graph in walk_graphs(model.graph):

@@ -21,7 +21,9 @@ def bind_plugin_namespaces(model: onnx.ModelProto, namespaces: Mapping[str, str]
 
     if not any(stale(node) for graph in walk_graphs(model.graph) for node in graph.node):
         return model
-    model = onnx.ModelProto.FromString(model.SerializeToString())
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)  # not through bytes: a model over 2 GiB cannot be serialized
+    model = copy
     for graph in walk_graphs(model.graph):
         for node in filter(stale, graph.node):
             kept = [a for a in node.attribute if a.name != "plugin_namespace"]

@@ -13,8 +13,14 @@ ONNX types decide what runs in which precision).
 How: for each node, the inputs that share the node's output type variable (per the ONNX schema) are its "data"
 inputs; they are cast to the node's compute type, and its outputs take that type. Other inputs (shape tensors, Resize
 scales, indices) keep their type. An op whose ONNX schema (at the model's opset) does not allow the low type, e.g.
-Conv with bfloat16 before opset 22, stays FP32 so the graph remains valid ONNX. Float initializers feeding low-precision nodes are converted in place instead of
-cast at run time (values beyond the type's range are clipped, with a warning).
+Conv with bfloat16 before opset 22, stays FP32 so the graph remains valid ONNX. Float initializers feeding
+low-precision nodes are converted in place instead of cast at run time.
+
+Constants beyond the low type's finite range (an attention mask's ``-1e9`` or ``torch.finfo(torch.float32).min``, a
+``x * 1e5`` scale) are never clipped: clipping 1e5 to FP16's 65504 scales by the wrong factor, and
+``finfo(float32).min`` rounds to -inf in bfloat16, where ``0 * -inf`` is NaN. A node using such a constant computes in
+FP32, and so does every node after it fed by its output, up to an op kept in FP32 anyway (the softmax the mask feeds):
+the values a mask or a scale makes stay exact. Infinities are in every type's range and convert as they are.
 """
 from __future__ import annotations
 
@@ -44,6 +50,9 @@ _ELEM: dict[str, int] = {"fp32": TensorProto.FLOAT, "fp16": TensorProto.FLOAT16,
 _SUFFIX: dict[int, str] = {TensorProto.FLOAT: "fp32", TensorProto.FLOAT16: "fp16", TensorProto.BFLOAT16: "bf16"}
 _TYPE_STR: dict[int, str] = {TensorProto.FLOAT: "tensor(float)", TensorProto.FLOAT16: "tensor(float16)",
              TensorProto.BFLOAT16: "tensor(bfloat16)", TensorProto.DOUBLE: "tensor(double)"}
+# the largest finite value of each low type (numpy has no bfloat16: (2 - 2**-7) * 2**127)
+_FINITE_MAX: dict[int, float] = {TensorProto.FLOAT16: float(np.finfo(np.float16).max),
+                                 TensorProto.BFLOAT16: (2 - 2.0 ** -7) * 2.0 ** 127}
 
 # Ops computed in FP32 whatever the precision: accumulations, normalizations, softmax, and range-hungry math.
 KEEP_FP32 = frozenset({
@@ -130,6 +139,12 @@ def _nonzero_float16(array: np.ndarray) -> np.ndarray:
     return low
 
 
+def _beyond(array: np.ndarray, limit: float) -> bool:
+    """Whether a finite value of ``array`` exceeds ``limit`` in magnitude (infinities exist in every float type)."""
+    finite = np.abs(array[np.isfinite(array)])
+    return bool(finite.max(initial=0.0) > limit)
+
+
 def _graph_has_subgraphs(node: onnx.NodeProto) -> bool:
     return any(True for _ in subgraphs(node))
 
@@ -147,9 +162,9 @@ def apply_precision(model: OnnxSource, precision: str) -> PrecisionResult:
         retyper.retype(node)
     retyper.restore_output_types()
     retyper.write_back()
-    if retyper.clipped:
-        log.warning("precision=%s: initializers %s exceed the FP16 range and were clipped", precision,
-                    retyper.clipped[:10])
+    if retyper.wide_nodes:
+        log.info("precision=%s: node(s) %s use constants beyond the %s range and compute in FP32", precision,
+                 retyper.wide_nodes[:10], precision)
     log.info("precision=%s: %d cast(s) added, %d node(s) kept in FP32", precision, retyper.casts,
              len(retyper.fp32_nodes))
     return PrecisionResult(out, precision, retyper.fp32_nodes, retyper.casts)
@@ -175,7 +190,11 @@ class _Retyper:
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
         self.fp32_nodes: list[str] = []
-        self.clipped: list[str] = []
+        # tensors whose values may lie beyond the low type's finite range: such constants, and what nodes computing
+        # from them make (up to an op kept in FP32 anyway)
+        limit = _FINITE_MAX[low] if low in _FINITE_MAX else float("inf")
+        self.wide = {name for name, t in self.constants.items() if _beyond(numpy_helper.to_array(t), limit)}
+        self.wide_nodes: list[str] = []
         self.casts = 0
 
     def retype(self, node: onnx.NodeProto) -> None:
@@ -194,6 +213,10 @@ class _Retyper:
             self.nodes.append(node)
             return
         compute = TensorProto.FLOAT if node.op_type in KEEP_FP32 else self.low
+        if compute != TensorProto.FLOAT and any(node.input[i] in self.wide for i in ins):
+            compute = TensorProto.FLOAT
+            self.wide_nodes.append(node.name)
+            self.wide.update(node.output)
         if compute == TensorProto.FLOAT and self.low != TensorProto.FLOAT:
             self.fp32_nodes.append(node.name)
         for i, name in enumerate(node.input):
@@ -249,13 +272,10 @@ class _Retyper:
         return new_name
 
     def _converted(self, name: str, elem: int, new_name: str) -> onnx.TensorProto:
-        """The constant ``name`` converted to ``elem`` once, instead of a Cast at run time; FP16 clips to its range."""
+        """The constant ``name`` converted to ``elem`` once, instead of a Cast at run time (within ``elem``'s range:
+        a node using a constant beyond it computes in FP32)."""
         array: npt.NDArray[np.float32] = numpy_helper.to_array(self.constants[name]).astype(np.float32)
         if elem == TensorProto.FLOAT16:
-            limit = float(np.finfo(np.float16).max)
-            if np.abs(array).max(initial=0.0) > limit:
-                self.clipped.append(name)
-                np.clip(array, -limit, limit, out=array)  # in place: np.clip of a 0-d array returns a scalar
             return numpy_helper.from_array(_nonzero_float16(array), new_name)
         if elem == TensorProto.BFLOAT16:
             return helper.make_tensor(new_name, TensorProto.BFLOAT16, array.shape, array.flatten().tolist())
