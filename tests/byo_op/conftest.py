@@ -53,3 +53,8 @@ def mycorp_library(tmp_path_factory: pytest.TempPathFactory, trt_include: Path) 
     subprocess.run([compiler(), "-shared", str(plugin), str(kernel), "-o", str(library), f"-L{libdir}", "-lcudart",
                     f"-Wl,-rpath,{libdir}"], check=True)
     return library
+
+
+def make_conv_scale2() -> ConvScale2:
+    """The model spec the CLI tests name (tests.byo_op.conftest:make_conv_scale2)."""
+    return ConvScale2().eval()

@@ -13,6 +13,7 @@ import torch
 
 import torchtrt_ext
 from tests.byo_op.conftest import ConvScale2
+from torchtrt_ext import doctor
 from torchtrt_ext.backend.builder import plan_build
 from torchtrt_ext.backend.options import BuildOptions
 from torchtrt_ext.backend.plugin_plan import UserOpPlan
@@ -116,3 +117,15 @@ def test_a_file_the_registry_cannot_load_is_named(mycorp_library: Path, tmp_path
         check_library_file(foreign)
     with pytest.raises(InvalidInputError, match=r"plugin library .*missing\.so does not exist"):
         BuildOptions.of(plugin_libraries=[tmp_path / "missing.so"])
+
+
+def test_the_doctor_lists_each_librarys_creators_and_the_nodes_they_serve(rtx: str, model: onnx.ModelProto,
+                                                                          mycorp_library: Path) -> None:
+    served = doctor.report(model, backend=rtx, plugin_libraries=[mycorp_library])
+    assert served.ok and served.libraries == {NAME: {("Scale2", "1", "mycorp"): ["/Scale2"]}}
+    assert f"plugin library {NAME}: mycorp::Scale2 v1 (serves /Scale2)" in served.to_table()
+    (finding,) = [f for f in served.findings if f.op_type == "Scale2"]
+    assert (finding.status, finding.detail) == ("plugin available", f"plugin Scale2 v1 (mycorp): {NAME}")
+    unserved = doctor.report(model, backend=rtx)
+    (problem,) = unserved.problems
+    assert problem.status == "unknown custom op" and "plugin_libraries=[path]" in problem.remedies[-1]

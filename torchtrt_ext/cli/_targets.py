@@ -100,6 +100,16 @@ def check_engine_host_code(targets: Sequence[str], kinds: Sequence[str], allowed
             check_host_code_allowed(Engine.load(text).metadata, allowed, f"engine file {text}")
 
 
+def check_engine_libraries(targets: Sequence[str], kinds: Sequence[str], libraries: Sequence[str] | None) -> None:
+    """Refuse engines built with a plugin library of the user's that ``libraries`` (--plugin-library) does not name
+    with the recorded SHA-256, before anything else happens (GPU checks included)."""
+    from torchtrt_ext.runtime import check_plugin_libraries
+
+    for text, kind in zip(targets, kinds):
+        if kind == "engine":
+            check_plugin_libraries(Engine.load(text).metadata, libraries)
+
+
 def examples_for(shapes: dict[str, tuple[int, ...]], model: Any, dtype: Any, device: Any) -> tuple[Any, ...] | None:
     """Random example inputs from --input-shape (named ones ordered like forward's parameters)."""
     import inspect
@@ -122,7 +132,8 @@ def examples_for(shapes: dict[str, tuple[int, ...]], model: Any, dtype: Any, dev
     return tuple(torch.randn(s, generator=generator).to(dtype=dtype, device=device) for s in order)
 
 
-def open_target(text: str, device: Any, dtype: Any, allow_engine_host_code: bool) -> tuple[str, Any]:
+def open_target(text: str, device: Any, dtype: Any, allow_engine_host_code: bool,
+                plugin_libraries: Sequence[str] | None = None) -> tuple[str, Any]:
     """(kind, something callable) for a target: onnxruntime for an ONNX file, a TRTModule for an engine, the model."""
     kind = target_kind(text)
     if kind == "onnx":
@@ -130,7 +141,8 @@ def open_target(text: str, device: Any, dtype: Any, allow_engine_host_code: bool
 
         return kind, OnnxRuntimeModule(text)
     if kind == "engine":
-        return kind, TRTModule(Engine.load(text), allow_engine_host_code=allow_engine_host_code)
+        return kind, TRTModule(Engine.load(text), allow_engine_host_code=allow_engine_host_code,
+                               plugin_libraries=plugin_libraries)
     return kind, load_model(text).to(device=device, dtype=dtype)
 
 
