@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from torchtrt_ext import cli
-from torchtrt_ext.backend.plugins import file_sha256
+from torchtrt_ext._files import file_sha256
 from torchtrt_ext.errors import ExitCode
 
 pytestmark = pytest.mark.trt_headers

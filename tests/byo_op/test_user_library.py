@@ -13,11 +13,11 @@ import torch
 
 import torchtrt_ext
 from tests.byo_op.conftest import ConvScale2
-from torchtrt_ext import doctor
+from torchtrt_ext import deploy, doctor
 from torchtrt_ext.backend.builder import plan_build
 from torchtrt_ext.backend.options import BuildOptions
 from torchtrt_ext.backend.plugin_plan import UserOpPlan
-from torchtrt_ext.backend.plugins import file_sha256
+from torchtrt_ext._files import file_sha256
 from torchtrt_ext.backend.user_libraries import UserLibrary, check_library_file
 from torchtrt_ext.cache import cache_keys
 from torchtrt_ext.errors import EngineCompatibilityError, InvalidInputError, LibraryNotFoundError, OnnxParseError
@@ -129,3 +129,19 @@ def test_the_doctor_lists_each_librarys_creators_and_the_nodes_they_serve(rtx: s
     unserved = doctor.report(model, backend=rtx)
     (problem,) = unserved.problems
     assert problem.status == "unknown custom op" and "plugin_libraries=[path]" in problem.remedies[-1]
+
+
+def test_deploy_ships_and_names_the_users_library(engine: torchtrt_ext.Engine, mycorp_library: Path,
+                                                  tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with pytest.raises(EngineCompatibilityError, match=rf"built with the plugin library {NAME}"):
+        deploy.triton_repository(engine, tmp_path / "refused", "scale2", max_batch_size=8, print_command=False)
+    repo = deploy.triton_repository(engine, tmp_path / "models", "scale2", max_batch_size=8, print_command=False,
+                                    plugin_libraries=[mycorp_library])
+    shipped = tmp_path / "models" / "scale2" / NAME
+    assert repo.user_libraries == (shipped,) and shipped.read_bytes() == mycorp_library.read_bytes()
+    assert repo.command.endswith(f"--backend-config=tensorrt,plugins={shipped}")
+    # Triton only dlopens: a library registering through getCreators alone is shipped with a warning saying so
+    assert "registers its plugin creators through getCreators" in caplog.text
+    plan = deploy.export_plan(engine, tmp_path / "model.plan")
+    assert deploy.trtexec_command(plan, plugin_libraries=[mycorp_library]) == \
+        f"trtexec --loadEngine={plan} --staticPlugins={mycorp_library}"

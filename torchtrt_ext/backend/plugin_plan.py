@@ -107,9 +107,9 @@ class PluginPlan:
 
     @property
     def plugin_ids(self) -> tuple[str, ...]:
-        """``<namespace>::<name>:<version>`` of every plugin the engine needs at run time, sorted."""
-        return tuple(sorted({op.plugin.id for op in self.ops if op.route != "decompose"}
-                            | {op.id for op in self.user_ops}))
+        """``<namespace>::<name>:<version>`` of every plugin of ours or TensorRT's the engine needs at run time, sorted
+        (the user's own are in ``user_ops``)."""
+        return tuple(sorted({op.plugin.id for op in self.ops if op.route != "decompose"}))
 
     def to_json(self) -> dict[str, Any]:
         """The metadata record: the mode and the per-op plans (not the library, see above), and the user's ops where

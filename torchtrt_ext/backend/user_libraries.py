@@ -19,6 +19,7 @@ from typing import Any
 
 import onnx
 
+from torchtrt_ext._files import file_sha256
 from torchtrt_ext.backend.plugin_plan import UserOpPlan
 from torchtrt_ext.errors import EngineCompatibilityError, InvalidInputError, LibraryNotFoundError, failure
 
@@ -59,8 +60,6 @@ class UserLibrary:
 def user_libraries(paths: Iterable[str | os.PathLike[str]] | None) -> tuple[UserLibrary, ...]:
     """The ``UserLibrary`` of each path (hashed), in order; InvalidInputError naming a missing file or a repeated
     name (the metadata tells libraries apart by name)."""
-    from torchtrt_ext.backend.plugins import file_sha256  # plugins imports this module
-
     libraries: list[UserLibrary] = []
     for entry in paths or ():
         path = Path(entry)
