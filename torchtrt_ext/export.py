@@ -17,6 +17,7 @@ import io
 import logging
 import os
 import re
+import threading
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -163,7 +164,7 @@ def export_onnx(model: torch.nn.Module, example_inputs: Any, path: str | os.Path
     opset = opset or DEFAULT_OPSET
     with torch.no_grad(), _functions_with_symbolic() as functions:
         outs = output_names(model(*inputs))
-    order = _exporters_for(exporter, functions)
+    order = _exporters_for(exporter, functions, opset)
     errors = []
     for which in order:
         if which == "legacy" and opset not in LEGACY_OPSETS:
@@ -190,24 +191,39 @@ def export_onnx(model: torch.nn.Module, example_inputs: Any, path: str | os.Path
     return onnx_model
 
 
+_ORIGINAL_APPLY = torch.autograd.Function.__dict__["apply"]
+_RECORD_LOCK = threading.Lock()
+_RECORDING = threading.local()  # .seen: the list of the thread's open _functions_with_symbolic
+_recorders = 0  # open _functions_with_symbolic, all threads
+
+
+def _recording_apply(cls: type[torch.autograd.Function], *args: Any, **kwargs: Any) -> Any:
+    seen = getattr(_RECORDING, "seen", None)
+    if seen is not None and cls not in seen and _own_symbolic(cls):
+        seen.append(cls)
+    return _ORIGINAL_APPLY.__func__(cls, *args, **kwargs)
+
+
 @contextlib.contextmanager
 def _functions_with_symbolic() -> Iterator[list[type[torch.autograd.Function]]]:
     """Meanwhile, record each ``torch.autograd.Function`` subclass with a ``symbolic`` of its own whose ``apply`` runs
-    (in call order, once each). ``Function.apply`` is a classmethod every subclass inherits, so wrapping it sees them
-    all; the original is put back on exit."""
+    in this thread (in call order, once each). ``Function.apply`` is a classmethod every subclass inherits, so wrapping
+    it sees them all; the wrapper is installed while any thread records and the original put back after the last."""
+    global _recorders
     seen: list[type[torch.autograd.Function]] = []
-    original = torch.autograd.Function.__dict__["apply"]
-
-    def apply(cls: type[torch.autograd.Function], *args: Any, **kwargs: Any) -> Any:
-        if cls not in seen and _own_symbolic(cls):
-            seen.append(cls)
-        return original.__func__(cls, *args, **kwargs)
-
-    torch.autograd.Function.apply = classmethod(apply)  # type: ignore[assignment,method-assign]
+    with _RECORD_LOCK:
+        if _recorders == 0:
+            torch.autograd.Function.apply = classmethod(_recording_apply)  # type: ignore[assignment,method-assign]
+        _recorders += 1
+    _RECORDING.seen = seen
     try:
         yield seen
     finally:
-        torch.autograd.Function.apply = original  # type: ignore[method-assign]
+        del _RECORDING.seen
+        with _RECORD_LOCK:
+            _recorders -= 1
+            if _recorders == 0:
+                torch.autograd.Function.apply = _ORIGINAL_APPLY  # type: ignore[method-assign]
 
 
 def _own_symbolic(cls: type) -> bool:
@@ -216,12 +232,18 @@ def _own_symbolic(cls: type) -> bool:
                and base is not torch.autograd.Function)
 
 
-def _exporters_for(exporter: str, functions: Sequence[type]) -> list[str]:
+def _exporters_for(exporter: str, functions: Sequence[type], opset: int) -> list[str]:
     """The exporters to try, in order: for a model running Functions with a ``symbolic``, the legacy one only (said in
-    one line under "auto"; refused under "dynamo", which would drop their nodes)."""
+    one line under "auto"; refused under "dynamo", which would drop their nodes, and for an opset it lacks)."""
     if not functions:
         return ["dynamo", "legacy"] if exporter == "auto" else [exporter]
     named = ", ".join(f"{f.__module__}.{f.__qualname__}" for f in functions)
+    if exporter == "auto" and opset not in LEGACY_OPSETS:
+        raise ExportError(failure(
+            f"opset {opset} cannot keep the custom nodes of {named}: only the legacy exporter calls symbolic, and it "
+            f"writes opsets {LEGACY_OPSETS.start} to {LEGACY_OPSETS.stop - 1}", "an opset the legacy exporter writes",
+            f"pass opset={LEGACY_OPSETS.stop - 1} or lower, or define the op with torchtrt_ext.define_op "
+            "(docs/byo-op.md)"))
     if exporter == "dynamo":
         raise ExportError(failure(
             f"exporter='dynamo' cannot keep the custom nodes of {named}: the dynamo exporter traces "

@@ -85,3 +85,30 @@ def test_a_symbolic_subgraph_with_every_attribute_kind_survives() -> None:
     assert list(post["names"].strings) == [b"a", b"b"]
     assert nodes["Post"].input[0] == nodes["Pre"].output[0]
     assert {"Add", "Relu"} <= set(nodes)
+
+
+def test_an_opset_the_legacy_exporter_lacks_fails_naming_the_function() -> None:
+    with pytest.raises(ExportError, match=r"opset 21 cannot keep the custom nodes of tests\.byo_op\.conftest\.Scale2"
+                                          r".*pass opset=20 or lower"):
+        torchtrt_ext.export_onnx(ConvScale2().eval(), (X,), opset=21)
+
+
+def test_recording_in_two_threads_puts_the_original_apply_back() -> None:
+    import threading
+
+    errors: list[BaseException] = []
+
+    def export() -> None:
+        try:
+            assert op_types(torchtrt_ext.export_onnx(ConvScale2().eval(), (X,), exporter="legacy"))[1] == \
+                ("mycorp", "Scale2")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=export) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    assert torch.autograd.Function.__dict__["apply"].__func__.__module__ == "torch.autograd.function"
