@@ -145,3 +145,13 @@ def test_deploy_ships_and_names_the_users_library(engine: torchtrt_ext.Engine, m
     plan = deploy.export_plan(engine, tmp_path / "model.plan")
     assert deploy.trtexec_command(plan, plugin_libraries=[mycorp_library]) == \
         f"trtexec --loadEngine={plan} --staticPlugins={mycorp_library}"
+
+
+def test_a_state_dict_restores_only_into_a_module_naming_the_library(engine: torchtrt_ext.Engine,
+                                                                      mycorp_library: Path) -> None:
+    state = TRTModule(engine, plugin_libraries=[mycorp_library]).state_dict()
+    restored = TRTModule(plugin_libraries=[mycorp_library])
+    restored.load_state_dict(state)
+    assert restored.engine.metadata == engine.metadata
+    with pytest.raises(EngineCompatibilityError, match=rf"built with the plugin library {NAME}"):
+        TRTModule().load_state_dict(state)
