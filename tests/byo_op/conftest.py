@@ -43,8 +43,8 @@ def mycorp_library(tmp_path_factory: pytest.TempPathFactory, trt_include: Path) 
     out = tmp_path_factory.mktemp("mycorp")
     home = cuda_home()
     kernel, plugin = out / "scale2_kernel.o", out / "mycorp_plugins.o"
-    subprocess.run([str(home / "bin" / "nvcc"), "-c", "-std=c++17", "-Xcompiler", "-fPIC", str(HERE / "scale2_kernel.cu"),
-                    "-o", str(kernel)], check=True)
+    subprocess.run([str(home / "bin" / "nvcc"), "-c", "-std=c++17", "-Xcompiler", "-fPIC",
+                    str(HERE / "scale2_kernel.cu"), "-o", str(kernel)], check=True)
     subprocess.run([compiler(), "-std=c++17", "-O1", "-fPIC", "-fvisibility=hidden", "-isystem", str(trt_include),
                     "-isystem", str(home / "include"), "-c", str(HERE / "mycorp_plugins.cpp"), "-o", str(plugin)],
                    check=True)

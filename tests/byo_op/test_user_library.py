@@ -113,7 +113,8 @@ def test_a_file_the_registry_cannot_load_is_named(mycorp_library: Path, tmp_path
     data = bytearray(mycorp_library.read_bytes())
     data[18:20] = (183 if platform.machine() != "aarch64" else 62).to_bytes(2, "little")
     foreign.write_bytes(bytes(data))
-    with pytest.raises(LibraryNotFoundError, match=rf"{foreign} is built for \w+, this machine is {platform.machine()}"):
+    here = platform.machine()
+    with pytest.raises(LibraryNotFoundError, match=rf"{foreign} is built for \w+, this machine is {here}"):
         check_library_file(foreign)
     with pytest.raises(InvalidInputError, match=r"plugin library .*missing\.so does not exist"):
         BuildOptions.of(plugin_libraries=[tmp_path / "missing.so"])

@@ -85,7 +85,8 @@ def check_library_file(path: Path) -> None:
     here = platform.machine()
     if machine != here:
         raise LibraryNotFoundError(failure(f"plugin library {path} is built for {machine}, this machine is {here}",
-                                           f"a plugin library built for {here}", "rebuild the library for this machine"))
+                                           f"a plugin library built for {here}",
+                                           "rebuild the library for this machine"))
     try:
         library = ctypes.CDLL(str(path), mode=os.RTLD_LAZY | os.RTLD_LOCAL)
     except OSError as exc:
@@ -96,8 +97,9 @@ def check_library_file(path: Path) -> None:
     if missing:
         raise LibraryNotFoundError(failure(
             f"plugin library {path} does not export {', '.join(missing)}",
-            "a plugin library exporting getCreators and setLoggerFinder (extern \"C\"), as IPluginRegistry::loadLibrary "
-            "and trtexec --staticPlugins need", "export both entry points from the library (IPluginV3 creators)"))
+            "a plugin library exporting getCreators and setLoggerFinder (extern \"C\"), as "
+            "IPluginRegistry::loadLibrary and trtexec --staticPlugins need",
+            "export both entry points from the library (IPluginV3 creators)"))
 
 
 def load_user_library(api: Any, library: UserLibrary) -> tuple[Creator, ...]:

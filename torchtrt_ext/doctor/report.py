@@ -96,8 +96,9 @@ class DoctorReport:
     def to_dict(self) -> dict[str, Any]:
         return {"backend": self.backend, "checked_with": self.checked_with, "nodes": self.nodes, "opset": self.opset,
                 "ok": self.ok, "findings": [f.to_dict() for f in self.findings], "native_ops": dict(self.native_ops),
-                "plugin_libraries": [{"library": name, "creators": [
-                    {"name": c[0], "version": c[1], "namespace": c[2], "serves": nodes} for c, nodes in creators.items()]}
+                "plugin_libraries": [
+                    {"library": name, "creators": [{"name": c[0], "version": c[1], "namespace": c[2], "serves": nodes}
+                                                   for c, nodes in creators.items()]}
                     for name, creators in self.libraries.items()]}
 
     def to_json(self, indent: int | None = 2) -> str:
