@@ -22,6 +22,8 @@ import collections
 import dataclasses
 import json
 import logging
+import os
+from collections.abc import Sequence
 from typing import Any
 
 import onnx
@@ -325,7 +327,7 @@ def _table_findings(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> list
     return findings
 
 
-def _user_libraries(paths: Any, custom: list[onnx.NodeProto],
+def _user_libraries(paths: Sequence[str | os.PathLike[str]] | None, custom: list[onnx.NodeProto],
                     backend: str) -> tuple[dict[str, dict[Creator, list[str]]], dict[Creator, str]]:
     """Load the user's plugin libraries into ``backend``'s real registry: per library, the creators it registers and
     the custom nodes each serves; and which library serves each creator."""
@@ -347,7 +349,7 @@ def _user_libraries(paths: Any, custom: list[onnx.NodeProto],
 
 
 def report(model: OnnxSource, backend: str = "tensorrt", *, checker: str = "auto",
-           plugin_libraries: Any = None) -> DoctorReport:
+           plugin_libraries: Sequence[str | os.PathLike[str]] | None = None) -> DoctorReport:
     """Diagnose ``model`` for ``backend`` ("tensorrt" or "tensorrt_rtx").
 
     Args:
