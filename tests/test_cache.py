@@ -271,7 +271,8 @@ def test_a_second_call_on_a_gpu_machine_is_a_hit(rtx: str, conv_onnx: onnx.Model
 TARGET = Target("tensorrt_rtx", "1.7.1", "NVIDIA H200", "9.0", None)
 # one other value per field of each value type: a field added without an entry here fails the tests below
 OTHER_OPTIONS = {"backend": "tensorrt_rtx", "precision": "fp16", "profiles": {"x": ((1, 3, 8, 8),) * 3},
-                 "max_batch": 8, "workspace": 1 << 20, "plugins": "decompose", "embed_plugins": True}
+                 "max_batch": 8, "workspace": 1 << 20, "plugins": "decompose", "embed_plugins": True,
+                 "plugin_libraries": [__file__]}  # any file: the options hold its name and SHA-256
 OTHER_TARGET = {"backend": "tensorrt", "trt_version": "10.13.0", "gpu_name": "NVIDIA L40S", "compute_capability": "8.9",
                 "plugin_library_sha256": "ab" * 32}
 

@@ -10,6 +10,8 @@ inter-process lock, never through a symlink.
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import logging
 import os
 import stat
@@ -161,3 +163,18 @@ def onnx_file_of(model: onnx.ModelProto) -> Iterator[Path]:
         onnx.save_model(copy, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
                         location="model.onnx.data")
         yield path
+
+
+@functools.lru_cache(maxsize=16)
+def _sha256_cached(path: str, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of the file at ``path`` (cached by path, size and modification time)."""
+    info = path.stat()
+    return _sha256_cached(str(path), info.st_size, info.st_mtime_ns)

@@ -193,13 +193,17 @@ def cached_build_engine(onnx_model_or_path: _builder.OnnxSource, *, cache: Cache
                         backend: str = "tensorrt", precision: str = "fp32",
                         profiles: ProfileSpec | Sequence[ProfileSpec] | None = None, workspace: int | None = None,
                         plugins: str = "auto", embed_plugins: bool = False, output_tree: dict[str, Any] | None = None,
-                        max_batch: int = DEFAULT_MAX_BATCH, **build_options: Any) -> Engine:
+                        max_batch: int = DEFAULT_MAX_BATCH,
+                        plugin_libraries: Sequence[str | os.PathLike[str]] | None = None,
+                        **build_options: Any) -> Engine:
     """``build_engine`` through the engine cache (same arguments, plus ``cache``: True, False or a folder).
 
-    ``build_options`` (``timing_cache``, ``progress``) are passed through and do not change the key.
+    ``build_options`` (``timing_cache``, ``progress``) are passed through and do not change the key; the contents of
+    ``plugin_libraries`` do (their SHA-256 is in the options).
     """
     options = BuildOptions.of(backend=backend, precision=precision, profiles=profiles, max_batch=max_batch,
-                              workspace=workspace, plugins=plugins, embed_plugins=embed_plugins)
+                              workspace=workspace, plugins=plugins, embed_plugins=embed_plugins,
+                              plugin_libraries=plugin_libraries)
     return cached_build(onnx_model_or_path, options, cache=cache, output_tree=output_tree, **build_options)
 
 

@@ -69,7 +69,8 @@ def compile(model: torch.nn.Module, example_inputs: Any, *, backend: str = "tens
             cache: CacheOption = True, workspace: int | None = None, validate: bool | None = None,
             cuda_graphs: bool = False, exporter: str = "auto", embed_plugins: bool = False,
             timing_cache: str | os.PathLike[str] | None = None, progress: bool = True,
-            max_batch: int = DEFAULT_MAX_BATCH) -> TRTModule:
+            max_batch: int = DEFAULT_MAX_BATCH,
+            plugin_libraries: Sequence[str | os.PathLike[str]] | None = None) -> TRTModule:
     """Compile ``model`` into a TensorRT engine wrapped in a drop-in ``TRTModule``.
 
     Args:
@@ -93,6 +94,8 @@ def compile(model: torch.nn.Module, example_inputs: Any, *, backend: str = "tens
         timing_cache: TensorRT timing cache file. Default None.
         progress: print build progress. Default True.
         max_batch: upper batch bound of the default profile. Default 32.
+        plugin_libraries: your own plugin libraries serving your autograd.Functions' symbolic nodes, loaded for the
+            build and for the returned module (docs/byo-op.md). Default None.
     """
     if not isinstance(model, torch.nn.Module):
         raise InvalidInputError(failure(f"compile got a {type(model).__name__}", "a torch.nn.Module",
@@ -124,13 +127,15 @@ def compile(model: torch.nn.Module, example_inputs: Any, *, backend: str = "tens
         profiles = profiles_from_example_shapes(dict(zip(names, (tuple(t.shape) for t in inputs))), dynamic_shapes,
                                                 max_batch=max_batch)
     options = BuildOptions.of(backend=backend, precision=precision, profiles=profiles, max_batch=max_batch,
-                              workspace=workspace, plugins=plugins, embed_plugins=embed_plugins)
+                              workspace=workspace, plugins=plugins, embed_plugins=embed_plugins,
+                              plugin_libraries=plugin_libraries)
     engine = cached_build(onnx_model, options, cache=cache, output_tree=tree, timing_cache=timing_cache,
                           progress=progress)
     # The engine was built here or read from the user's own cache under the key of these settings, so host code is
     # allowed exactly when the caller asked for embedding (a cached file that carries host code nobody asked for is
     # refused); docs/deployment.md "Security" says when a cache folder is not the user's own.
-    module = TRTModule(engine, cuda_graphs=cuda_graphs, allow_engine_host_code=embed_plugins)
+    module = TRTModule(engine, cuda_graphs=cuda_graphs, allow_engine_host_code=embed_plugins,
+                       plugin_libraries=plugin_libraries)
     module.load_engine(device)
     if validate is None or validate:
         _validate(model, module, inputs, device, precision)

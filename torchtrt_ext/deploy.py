@@ -36,6 +36,7 @@ from torchtrt_ext._files import atomic_write, save_onnx
 from torchtrt_ext.backend.engine import Engine, EngineMetadata, TensorInfo, is_engine_file
 from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, failure
 from torchtrt_ext.ops.spec import DOMAIN
+from torchtrt_ext.runtime import check_plugin_libraries
 
 log = logging.getLogger("torchtrt_ext.deploy")
 
@@ -177,6 +178,7 @@ class TritonRepository:
     command: str  # the shell command line that starts the server on this repository
     plugin_registers_on_load: bool | None  # None when no plugin library is involved
     plugin_files: tuple[Path, ...] = ()  # every library copied into the model folder
+    user_libraries: tuple[Path, ...] = ()  # the user's own plugin libraries (plugin_libraries=), in the model folder
 
     def __str__(self) -> str:
         return self.command
@@ -274,7 +276,8 @@ def triton_config(engine: EngineSource, name: str, *, max_batch_size: int, dynam
 def triton_repository(engine: EngineSource, path: str | os.PathLike[str], name: str, *, max_batch_size: int,
                       plugin_library: str | os.PathLike[str] | None = None, dynamic_batching: bool = True,
                       preferred_batch_sizes: Sequence[int] | None = None, max_queue_delay_microseconds: int = 100,
-                      instance_count: int = 1, version: int = 1, print_command: bool = True) -> TritonRepository:
+                      instance_count: int = 1, version: int = 1, print_command: bool = True,
+                      plugin_libraries: Sequence[str | os.PathLike[str]] | None = None) -> TritonRepository:
     """Write a Triton Inference Server model repository for ``engine`` and return it with the server command line.
 
     Layout: ``<path>/<name>/config.pbtxt``, ``<path>/<name>/<version>/model.plan`` (the bare TensorRT plan) and, when
@@ -301,6 +304,8 @@ def triton_repository(engine: EngineSource, path: str | os.PathLike[str], name: 
         instance_count: see ``triton_config``. Default 1.
         version: the model version folder. Default 1.
         print_command: print the command line. Default True.
+        plugin_libraries: your own plugin libraries the engine was built with (checked against the SHA-256 its
+            metadata records), copied beside ours and named in ``plugins=`` too. Default None.
 
     The engine must have been built on a GPU and TensorRT version matching the server's (TensorRT plans are bound to
     both); Triton's TensorRT backend must be of the same TensorRT version as the plugin library.
@@ -318,35 +323,41 @@ def triton_repository(engine: EngineSource, path: str | os.PathLike[str], name: 
     config_path = model_dir / "config.pbtxt"
     atomic_write(config_path, config.encode())
     source_lib = _resolve_plugin_library(eng.metadata, plugin_library)
+    theirs = [lib.path for lib in check_plugin_libraries(eng.metadata, plugin_libraries) if lib.path is not None]
     lib = None
     registers = None
     copied: list[Path] = []
+    loaded: list[Path] = []  # what plugins= names, ours first
     parts = ["tritonserver", f"--model-repository={shlex.quote(str(root))}"]
-    if source_lib is not None:
-        plugins = dlopen_plugin_libraries(source_lib, "Triton's TensorRT backend (plugins=)")
+    for index, source_path in enumerate(([source_lib] if source_lib is not None else []) + theirs):
+        plugins = dlopen_plugin_libraries(source_path, "Triton's TensorRT backend (plugins=)")
         for source in plugins.files:
             target = model_dir / source.name
             if source.resolve() != target:
                 shutil.copy2(source, target)
             copied.append(target)
-        lib = model_dir / plugins.load.name
-        registers = plugins.registers_on_load
-        parts.append(shlex.quote(f"--backend-config=tensorrt,plugins={lib}"))
+        loaded.append(model_dir / plugins.load.name)
+        if index == 0 and source_lib is not None:
+            lib, registers = loaded[0], plugins.registers_on_load
+    if loaded:  # the TensorRT backend takes several libraries separated by ';'
+        parts.append(shlex.quote(f"--backend-config=tensorrt,plugins={';'.join(map(str, loaded))}"))
     command = " ".join(parts)
     if print_command:
         print(command)
-    return TritonRepository(root, name, plan_path, config_path, config, lib, command, registers, tuple(copied))
+    return TritonRepository(root, name, plan_path, config_path, config, lib, command, registers, tuple(copied),
+                            tuple(loaded[1:] if lib is not None else loaded))
 
 
 # ---------------------------------------------------------------------------------------------------- trtexec
 def trtexec_command(engine_path: str | os.PathLike[str], plugin_library: str | os.PathLike[str] | None = None, *,
-                    extra: Sequence[str] = ()) -> str:
+                    extra: Sequence[str] = (), plugin_libraries: Sequence[str | os.PathLike[str]] = ()) -> str:
     """The ``trtexec`` command line that loads a bare plan and runs it: ``trtexec --loadEngine=<plan>
     --staticPlugins=<lib>`` (``--staticPlugins`` loads the library through its ``getCreators`` entry point; it may
     be repeated; ``--plugins`` is its deprecated spelling).
 
     ``engine_path`` must be a bare plan (``export_plan``), not an engine file written by ``Engine.save``.
     ``extra``: more trtexec arguments, e.g. ``["--shapes=image:4x3x64x64"]`` for a dynamic input.
+    ``plugin_libraries``: your own plugin libraries, each one more ``--staticPlugins``.
     """
     plan = Path(engine_path)
     if is_engine_file(plan):
@@ -355,8 +366,8 @@ def trtexec_command(engine_path: str | os.PathLike[str], plugin_library: str | o
             "the bare TensorRT plan", f"write it with torchtrt_ext.deploy.export_plan(Engine.load('{plan}'), "
             "'model.plan') and pass that path"))
     parts = ["trtexec", f"--loadEngine={shlex.quote(str(plan))}"]
-    if plugin_library is not None:
-        parts.append(f"--staticPlugins={shlex.quote(str(plugin_library))}")
+    for library in ([plugin_library] if plugin_library is not None else []) + list(plugin_libraries):
+        parts.append(f"--staticPlugins={shlex.quote(str(library))}")
     parts += [shlex.quote(a) for a in extra]
     return " ".join(parts)
 

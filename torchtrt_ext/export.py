@@ -3,6 +3,11 @@
 ``exporter="auto"`` uses the dynamo exporter (``torch.export``-based, PyTorch's default since 2.9 and the one
 that will stay) and, if it fails on this model, logs why and retries with the legacy TorchScript exporter.
 The exporter used is stored in the model's metadata (``torchtrt_ext.exporter``).
+
+A model that runs a user's ``torch.autograd.Function`` with a ``symbolic`` (a team's existing custom op, whose
+``symbolic`` emits its plugin's node) is exported by the legacy exporter, the only one that calls ``symbolic``: the
+dynamo exporter traces ``forward`` instead and would drop the node. ``"auto"`` says so in one line;
+``exporter="dynamo"`` refuses such a model, naming the Functions (docs/byo-op.md).
 """
 from __future__ import annotations
 
@@ -13,8 +18,9 @@ import json
 import logging
 import os
 import re
+import threading
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import onnx
@@ -186,10 +192,10 @@ def export_onnx(model: torch.nn.Module, example_inputs: Any, path: str | os.Path
     dynamic = _default_dynamic(names, inputs) if dynamic_shapes is None else dynamic_shapes
     _check_args(exporter, opset, dynamic, names, inputs)
     opset = opset or DEFAULT_OPSET
-    with torch.no_grad():
+    with torch.no_grad(), _functions_with_symbolic() as functions:
         eager = model(*inputs)
     outs, tree = output_names(eager), output_tree(eager)
-    order = ["dynamo", "legacy"] if exporter == "auto" else [exporter]
+    order = _exporters_for(exporter, functions, opset)
     errors = []
     for which in order:
         if which == "legacy" and opset not in LEGACY_OPSETS:
@@ -214,6 +220,71 @@ def export_onnx(model: torch.nn.Module, example_inputs: Any, path: str | os.Path
     if path is not None:
         save_onnx(onnx_model, path)
     return onnx_model
+
+
+_ORIGINAL_APPLY = torch.autograd.Function.__dict__["apply"]
+_RECORD_LOCK = threading.Lock()
+_RECORDING = threading.local()  # .seen: the list of the thread's open _functions_with_symbolic
+_recorders = 0  # open _functions_with_symbolic, all threads
+
+
+def _recording_apply(cls: type[torch.autograd.Function], *args: Any, **kwargs: Any) -> Any:
+    seen = getattr(_RECORDING, "seen", None)
+    if seen is not None and cls not in seen and _own_symbolic(cls):
+        seen.append(cls)
+    return _ORIGINAL_APPLY.__func__(cls, *args, **kwargs)
+
+
+@contextlib.contextmanager
+def _functions_with_symbolic() -> Iterator[list[type[torch.autograd.Function]]]:
+    """Meanwhile, record each ``torch.autograd.Function`` subclass with a ``symbolic`` of its own whose ``apply`` runs
+    in this thread (in call order, once each). ``Function.apply`` is a classmethod every subclass inherits, so wrapping
+    it sees them all; the wrapper is installed while any thread records and the original put back after the last."""
+    global _recorders
+    seen: list[type[torch.autograd.Function]] = []
+    with _RECORD_LOCK:
+        if _recorders == 0:
+            torch.autograd.Function.apply = classmethod(_recording_apply)  # type: ignore[assignment,method-assign]
+        _recorders += 1
+    _RECORDING.seen = seen
+    try:
+        yield seen
+    finally:
+        del _RECORDING.seen
+        with _RECORD_LOCK:
+            _recorders -= 1
+            if _recorders == 0:
+                torch.autograd.Function.apply = _ORIGINAL_APPLY  # type: ignore[method-assign]
+
+
+def _own_symbolic(cls: type) -> bool:
+    """Whether ``cls`` (or a base below ``torch.autograd.Function``) defines ``symbolic``."""
+    return any("symbolic" in vars(base) for base in cls.__mro__ if issubclass(base, torch.autograd.Function)
+               and base is not torch.autograd.Function)
+
+
+def _exporters_for(exporter: str, functions: Sequence[type], opset: int) -> list[str]:
+    """The exporters to try, in order: for a model running Functions with a ``symbolic``, the legacy one only (said in
+    one line under "auto"; refused under "dynamo", which would drop their nodes, and for an opset it lacks)."""
+    if not functions:
+        return ["dynamo", "legacy"] if exporter == "auto" else [exporter]
+    named = ", ".join(f"{f.__module__}.{f.__qualname__}" for f in functions)
+    if exporter == "auto" and opset not in LEGACY_OPSETS:
+        raise ExportError(failure(
+            f"opset {opset} cannot keep the custom nodes of {named}: only the legacy exporter calls symbolic, and it "
+            f"writes opsets {LEGACY_OPSETS.start} to {LEGACY_OPSETS.stop - 1}", "an opset the legacy exporter writes",
+            f"pass opset={LEGACY_OPSETS.stop - 1} or lower, or define the op with torchtrt_ext.define_op "
+            "(docs/byo-op.md)"))
+    if exporter == "dynamo":
+        raise ExportError(failure(
+            f"exporter='dynamo' cannot keep the custom nodes of {named}: the dynamo exporter traces "
+            "autograd.Function.forward and never calls its symbolic", "a model without autograd.Function.symbolic "
+            "for the dynamo exporter", "pass exporter='auto' or 'legacy' (both keep the nodes), or define the op with "
+            "torchtrt_ext.define_op (docs/byo-op.md)"))
+    if exporter == "auto":
+        log.warning("exporting with the legacy TorchScript exporter: %s define(s) symbolic, which only it calls "
+                    "(the dynamo exporter would drop the node)", named)
+    return ["legacy"]
 
 
 def _exporter_failure(exc: BaseException) -> str:

@@ -40,6 +40,7 @@ import torch
 from torchtrt_ext.backend.adapter import TRTApi, load_backend
 from torchtrt_ext.backend.engine import Engine, EngineMetadata, TensorInfo
 from torchtrt_ext.backend.plugins import load_plugins, plan_from_metadata
+from torchtrt_ext.backend.user_libraries import UserLibrary, libraries_for_engine, load_user_library
 from torchtrt_ext.backend.profiles import Profile, choose_profile
 from torchtrt_ext.errors import (
     EngineCompatibilityError,
@@ -223,6 +224,16 @@ def check_host_code_allowed(metadata: EngineMetadata, allow_engine_host_code: bo
             "libtorchtrt_ext_plugins.so from a build you trust"))
 
 
+def check_plugin_libraries(metadata: EngineMetadata,
+                           plugin_libraries: Sequence[str | os.PathLike[str]] | None) -> tuple[UserLibrary, ...]:
+    """The user's plugin libraries to load for an engine with ``metadata``: of those the caller names, the ones the
+    engine's custom nodes need, each checked against the recorded SHA-256 (none when they are embedded).
+    EngineCompatibilityError names the recorded file and hash of a library not given, or given with other bytes."""
+    serving = {op.library for op in metadata.plugin_plan.user_ops}
+    needed = [lib for lib in metadata.options.plugin_libraries if lib.name in serving]
+    return libraries_for_engine([] if metadata.plugins_embedded else needed, plugin_libraries)
+
+
 def create_runtime(api: TRTApi, metadata: EngineMetadata, *, allow_engine_host_code: bool, source: str) -> Any:
     """A TensorRT ``Runtime`` for an engine with ``metadata``; host code is allowed only for an engine that carries it
     and only when ``allow_engine_host_code`` is True (else HostCodeNotAllowedError, before the Runtime exists)."""
@@ -233,10 +244,13 @@ def create_runtime(api: TRTApi, metadata: EngineMetadata, *, allow_engine_host_c
     return runtime
 
 
-def _deserialize(engine: Engine, device: torch.device, allow_engine_host_code: bool) -> _Loaded:
+def _deserialize(engine: Engine, device: torch.device, allow_engine_host_code: bool,
+                 user_libraries: Sequence[UserLibrary] = ()) -> _Loaded:
     metadata = engine.metadata
     api = load_backend(metadata.backend)
     check_compatible(metadata, api, device)
+    for library in user_libraries:
+        load_user_library(api, library)
     try:
         load_plugins(api, plan_from_metadata(metadata))
     except LibraryNotFoundError as exc:
@@ -263,11 +277,13 @@ class TRTModule(torch.nn.Module):
     """An ``nn.Module`` running a TensorRT ``Engine`` on CUDA tensors. See the module docstring."""
 
     def __init__(self, engine: Engine | str | os.PathLike[str] | None = None, *, cuda_graphs: bool = False,
-                 allow_engine_host_code: bool = False) -> None:
+                 allow_engine_host_code: bool = False,
+                 plugin_libraries: Sequence[str | os.PathLike[str]] | None = None) -> None:
         """``engine``: the Engine to run, or the path of an engine file (None: set it later through
         ``load_state_dict``). ``cuda_graphs``: replay CUDA graphs for repeated input shapes. Default False.
         ``allow_engine_host_code``: let an engine that carries an embedded plugin library load and run it; only for
-        engines you trust. Default False (refused)."""
+        engines you trust. Default False (refused). ``plugin_libraries``: your own plugin libraries the engine was
+        built with (checked against the SHA-256 it records; never a path read from the engine). Default None."""
         super().__init__()
         if isinstance(engine, (str, os.PathLike)):
             engine = Engine.load(engine)
@@ -275,8 +291,11 @@ class TRTModule(torch.nn.Module):
             raise InvalidInputError(failure(f"TRTModule got a {type(engine).__name__}",
                                             "an Engine (build_engine's result) or the path of an engine file",
                                             "pass build_engine(...)'s result, or torchtrt_ext.load(path)"))
+        self.plugin_libraries = tuple(plugin_libraries or ())
+        self._user_libraries: tuple[UserLibrary, ...] = ()
         if engine is not None:
             check_host_code_allowed(engine.metadata, allow_engine_host_code, repr(engine))
+            self._user_libraries = check_plugin_libraries(engine.metadata, self.plugin_libraries)
         self._engine = engine
         self.cuda_graphs = cuda_graphs
         self.allow_engine_host_code = allow_engine_host_code
@@ -323,6 +342,7 @@ class TRTModule(torch.nn.Module):
         engine = Engine.from_bytes(data, source="state_dict") if data else None
         if engine is not None:
             check_host_code_allowed(engine.metadata, self.allow_engine_host_code, "the engine in this state_dict")
+            self._user_libraries = check_plugin_libraries(engine.metadata, self.plugin_libraries)
         self._engine = engine
         self._loaded = None
 
@@ -342,7 +362,7 @@ class TRTModule(torch.nn.Module):
         with self._lock:
             if self._loaded is None:
                 target = device if device is not None else require_gpu()
-                loaded = _deserialize(self.engine, target, self.allow_engine_host_code)
+                loaded = _deserialize(self.engine, target, self.allow_engine_host_code, self._user_libraries)
                 check_bindings(self.metadata, loaded.cuda_engine, loaded.api)
                 self._loaded = loaded
 
@@ -556,20 +576,22 @@ def _set_address(trt_context: Any, name: str, buffer: torch.Tensor, role: str) -
             "read the TensorRT error in the log 'torchtrt_ext.backend'"))
 
 
-def load(path: str | os.PathLike[str], *, cuda_graphs: bool = False, allow_engine_host_code: bool = False) -> TRTModule:
+def load(path: str | os.PathLike[str], *, cuda_graphs: bool = False, allow_engine_host_code: bool = False,
+         plugin_libraries: Sequence[str | os.PathLike[str]] | None = None) -> TRTModule:
     """Load an engine file written by ``TRTModule.save`` / ``Engine.save``.
 
     Checks the TensorRT version (and, where a GPU is present, its architecture) before returning, and deserializes
     eagerly when a GPU is present so incompatibilities surface here rather than at the first call.
     ``allow_engine_host_code``: see ``TRTModule``; an engine with an embedded plugin library is refused without it,
-    before anything is deserialized. Default False.
+    before anything is deserialized. Default False. ``plugin_libraries``: see ``TRTModule``. Default None.
     """
     engine = Engine.load(path)
     check_host_code_allowed(engine.metadata, allow_engine_host_code, f"engine file {path}")
     api = load_backend(engine.metadata.backend)
     device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else None
     check_compatible(engine.metadata, api, device)
-    module = TRTModule(engine, cuda_graphs=cuda_graphs, allow_engine_host_code=allow_engine_host_code)
+    module = TRTModule(engine, cuda_graphs=cuda_graphs, allow_engine_host_code=allow_engine_host_code,
+                       plugin_libraries=plugin_libraries)
     if device is not None:
         module.load_engine(device)
     return module

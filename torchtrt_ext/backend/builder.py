@@ -34,6 +34,7 @@ from torchtrt_ext.backend.engine import TRT_DTYPE_NAMES, Engine, EngineMetadata,
 from torchtrt_ext.backend.options import BuildOptions, Target
 from torchtrt_ext.backend.plugin_plan import PluginPlan
 from torchtrt_ext.backend.plugins import load_plugins, prepare_graph, resolve_plugin_plan
+from torchtrt_ext.backend.user_libraries import serve_user_nodes
 from torchtrt_ext.passes.precision import PrecisionResult, apply_precision, check_precision
 from torchtrt_ext.backend.profiles import (
     DEFAULT_MAX_BATCH,
@@ -118,11 +119,12 @@ def plan_build(onnx_model_or_path: OnnxSource, options: BuildOptions) -> BuildPl
     model = load_onnx(onnx_model_or_path)
     check_precision(options.precision)
     plan = resolve_plugin_plan(options.plugins, api, model)  # raises before any parsing when the plan cannot work
-    if options.embed_plugins and not (plan.mode == "cpp" and api.can_embed_plugins()):
+    plan = dataclasses.replace(plan, user_ops=serve_user_nodes(api, model, options.plugin_libraries))
+    if options.embed_plugins and not ((plan.mode == "cpp" or plan.user_ops) and api.can_embed_plugins()):
         raise InvalidInputError(failure(
             f"embed_plugins=True with plugin mode {plan.mode!r} on {api.name}",
-            "the C++ plugin library (plugins='cpp' or 'auto' with the library built) on a TensorRT with "
-            "IBuilderConfig.plugins_to_serialize",
+            "the C++ plugin library (plugins='cpp' or 'auto' with the library built), or a plugin library of yours "
+            "serving a node (plugin_libraries=), on a TensorRT with IBuilderConfig.plugins_to_serialize",
             "drop embed_plugins, or build the plugin library and pass plugins='cpp'"))
     theirs = sorted({op.op_type for op in plan.ops if op.route == "tensorrt"})
     if options.embed_plugins and theirs and api.embedding_is_version_compatible:
@@ -186,7 +188,8 @@ def build_engine(onnx_model_or_path: OnnxSource, *, backend: str = "tensorrt", p
                  profiles: ProfileSpec | Sequence[ProfileSpec] | None = None, workspace: int | None = None,
                  plugins: str = "auto", timing_cache: str | os.PathLike[str] | None = None, progress: bool = True,
                  embed_plugins: bool = False, output_tree: dict[str, Any] | None = None,
-                 max_batch: int = DEFAULT_MAX_BATCH) -> Engine:
+                 max_batch: int = DEFAULT_MAX_BATCH,
+                 plugin_libraries: Sequence[str | os.PathLike[str]] | None = None) -> Engine:
     """Build a TensorRT engine from an ONNX model; always builds (``cache.cached_build_engine`` adds the cache).
 
     Args:
@@ -202,9 +205,12 @@ def build_engine(onnx_model_or_path: OnnxSource, *, backend: str = "tensorrt", p
         output_tree: structure of the original model's outputs, recorded for ``TRTModule``. Default None: the one
             export recorded in the model's metadata, else flat.
         max_batch: upper batch bound of the default profile. Default 32.
+        plugin_libraries: paths of your own plugin libraries serving custom nodes of your domains, loaded before
+            parsing and recorded by name and SHA-256 (docs/byo-op.md). Default None.
     """
     options = BuildOptions.of(backend=backend, precision=precision, profiles=profiles, max_batch=max_batch,
-                              workspace=workspace, plugins=plugins, embed_plugins=embed_plugins)
+                              workspace=workspace, plugins=plugins, embed_plugins=embed_plugins,
+                              plugin_libraries=plugin_libraries)
     return build_from_plan(plan_build(onnx_model_or_path, options), timing_cache=timing_cache, progress=progress,
                            output_tree=output_tree)
 
@@ -297,8 +303,8 @@ def configure(builder: trt_t.Builder, network: trt_t.INetworkDefinition, build: 
     if monitor is not None:
         config.progress_monitor = monitor
     if build.options.embed_plugins:
-        assert build.plan.library is not None
-        api.set_plugins_to_serialize(config, [str(build.plan.library)])
+        ours = [str(build.plan.library)] if build.plan.library is not None else []
+        api.set_plugins_to_serialize(config, ours + [str(lib.path) for lib in build.options.plugin_libraries])
     return config
 
 

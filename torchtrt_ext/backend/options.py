@@ -8,10 +8,12 @@ metadata stores both, and the engine cache keys on (model, options) and on the t
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from torchtrt_ext.backend.profiles import DEFAULT_MAX_BATCH, Profile, ProfileSpec, normalize_profiles
+from torchtrt_ext.backend.user_libraries import UserLibrary, user_libraries
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,7 +28,9 @@ class BuildOptions:
         max_batch: upper batch bound of the default profile. Default 32.
         workspace: workspace memory cap in bytes. Default None: 4 GiB, or half the GPU's memory if less.
         plugins: "auto", "cpp", "python" or "decompose". Default "auto".
-        embed_plugins: serialize the C++ plugin library into the plan. Default False.
+        embed_plugins: serialize the C++ plugin library (and the user's) into the plan. Default False.
+        plugin_libraries: the user's own plugin libraries, by file name and SHA-256 (the path, where to load each
+            from, is neither compared nor recorded). Default ().
     """
 
     backend: str = "tensorrt"
@@ -36,20 +40,28 @@ class BuildOptions:
     workspace: int | None = None
     plugins: str = "auto"
     embed_plugins: bool = False
+    plugin_libraries: tuple[UserLibrary, ...] = ()
 
     @classmethod
     def of(cls, *, backend: str = "tensorrt", precision: str = "fp32",
            profiles: ProfileSpec | Sequence[ProfileSpec] | None = None, max_batch: int = DEFAULT_MAX_BATCH,
-           workspace: int | None = None, plugins: str = "auto", embed_plugins: bool = False) -> BuildOptions:
-        """The options of ``build_engine``'s keywords (profiles in any spelling ``normalize_profiles`` takes)."""
+           workspace: int | None = None, plugins: str = "auto", embed_plugins: bool = False,
+           plugin_libraries: Sequence[str | os.PathLike[str]] | None = None) -> BuildOptions:
+        """The options of ``build_engine``'s keywords (profiles in any spelling ``normalize_profiles`` takes; each
+        plugin library hashed from its path)."""
         return cls(backend, precision, tuple(normalize_profiles(profiles) or ()), max_batch, workspace, plugins,
-                   embed_plugins)
+                   embed_plugins, user_libraries(plugin_libraries))
 
     def to_json(self) -> dict[str, Any]:
-        """JSON-able and deterministic: what the metadata records and the cache key hashes."""
-        return {"backend": self.backend, "precision": self.precision, "profiles": [p.to_json() for p in self.profiles],
-                "max_batch": self.max_batch, "workspace": self.workspace, "plugins": self.plugins,
-                "embed_plugins": self.embed_plugins}
+        """JSON-able and deterministic: what the metadata records and the cache key hashes (the user's plugin
+        libraries by name and SHA-256, where there are any)."""
+        data: dict[str, Any] = {
+            "backend": self.backend, "precision": self.precision, "profiles": [p.to_json() for p in self.profiles],
+            "max_batch": self.max_batch, "workspace": self.workspace, "plugins": self.plugins,
+            "embed_plugins": self.embed_plugins}
+        if self.plugin_libraries:
+            data["plugin_libraries"] = [lib.to_json() for lib in self.plugin_libraries]
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BuildOptions:
@@ -57,7 +69,8 @@ class BuildOptions:
         workspace = data["workspace"]
         return cls(str(data["backend"]), str(data["precision"]), tuple(Profile.from_json(p) for p in data["profiles"]),
                    int(data["max_batch"]), None if workspace is None else int(workspace), str(data["plugins"]),
-                   bool(data["embed_plugins"]))
+                   bool(data["embed_plugins"]),
+                   tuple(UserLibrary.from_json(lib) for lib in data.get("plugin_libraries", ())))
 
 
 @dataclasses.dataclass(frozen=True)

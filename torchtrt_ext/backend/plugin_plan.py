@@ -47,6 +47,30 @@ class OpPlan:
 
 
 @dataclasses.dataclass(frozen=True)
+class UserOpPlan:
+    """A custom node of the user's own domain and the user's plugin library whose creator serves it."""
+
+    op_type: str
+    version: str
+    namespace: str
+    library: str  # the library's file name (its SHA-256 is in ``BuildOptions.plugin_libraries``)
+
+    @property
+    def id(self) -> str:
+        """``<namespace>::<name>:<version>``, as ``PluginRef.id``."""
+        return f"{self.namespace}::{self.op_type}:{self.version}"
+
+    def to_json(self) -> dict[str, str]:
+        """The metadata record: op, version, namespace, library."""
+        return {"op": self.op_type, "version": self.version, "namespace": self.namespace, "library": self.library}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> UserOpPlan:
+        """The inverse of ``to_json``."""
+        return cls(str(data["op"]), str(data["version"]), str(data["namespace"]), str(data["library"]))
+
+
+@dataclasses.dataclass(frozen=True)
 class Unserved:
     """No route serves ``plugin`` as asked: ``reason`` says why (what the doctor reports) and ``error`` is what a build
     raises (not compared)."""
@@ -70,11 +94,12 @@ class PluginPlan:
     library: Path | None = None
     library_sha256: str | None = None
     ops: tuple[OpPlan, ...] = ()
+    user_ops: tuple[UserOpPlan, ...] = ()  # the user's custom nodes, each with the user's library serving it
 
     @property
     def needs_plugins(self) -> bool:
         """Whether some op reaches TensorRT as a plugin (not decomposed)."""
-        return any(op.route != "decompose" for op in self.ops)
+        return bool(self.user_ops) or any(op.route != "decompose" for op in self.ops)
 
     def op_types(self, route: str) -> tuple[str, ...]:
         """The op types that take ``route``, in plan order."""
@@ -82,14 +107,20 @@ class PluginPlan:
 
     @property
     def plugin_ids(self) -> tuple[str, ...]:
-        """``<namespace>::<name>:<version>`` of every plugin the engine needs at run time, sorted."""
+        """``<namespace>::<name>:<version>`` of every plugin of ours or TensorRT's the engine needs at run time, sorted
+        (the user's own are in ``user_ops``)."""
         return tuple(sorted({op.plugin.id for op in self.ops if op.route != "decompose"}))
 
     def to_json(self) -> dict[str, Any]:
-        """The metadata record: the mode and the per-op plans (not the library, see above)."""
-        return {"mode": self.mode, "ops": [op.to_json() for op in self.ops]}
+        """The metadata record: the mode and the per-op plans (not the library, see above), and the user's ops where
+        there are any."""
+        data: dict[str, Any] = {"mode": self.mode, "ops": [op.to_json() for op in self.ops]}
+        if self.user_ops:
+            data["user_ops"] = [op.to_json() for op in self.user_ops]
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PluginPlan:
         """The inverse of ``to_json``."""
-        return cls(str(data["mode"]), ops=tuple(OpPlan.from_json(op) for op in data["ops"]))
+        return cls(str(data["mode"]), ops=tuple(OpPlan.from_json(op) for op in data["ops"]),
+                   user_ops=tuple(UserOpPlan.from_json(op) for op in data.get("user_ops", ())))

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import logging
 from collections.abc import Iterable
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import Any, Callable
 import onnx
 
 from torchtrt_ext import _native
+from torchtrt_ext._files import file_sha256
 from torchtrt_ext.backend.adapter import TRTApi
 from torchtrt_ext.backend.engine import EngineMetadata
 from torchtrt_ext.backend.plugin_plan import OpPlan, PluginPlan, Unserved
@@ -322,18 +322,3 @@ def _load_library_once(api: TRTApi, path: str) -> None:
 @functools.lru_cache(maxsize=None)
 def _register_python_once() -> None:
     python_plugins_entry()()
-
-
-@functools.lru_cache(maxsize=16)
-def _sha256_cached(path: str, size: int, mtime_ns: int) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def file_sha256(path: Path) -> str:
-    """The sha256 of the file at ``path`` (cached by path, size and modification time)."""
-    stat = path.stat()
-    return _sha256_cached(str(path), stat.st_size, stat.st_mtime_ns)

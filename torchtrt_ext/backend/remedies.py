@@ -42,9 +42,9 @@ BUILD_REMEDY = ("for 'could not find any implementation': try precision='fp32' o
                 "(profiles=); read the TensorRT messages above (logger 'torchtrt_ext.backend')")
 #: A node of another custom domain: neither our plugin library nor plugins='decompose' (which replaces torchtrt_ext
 #: nodes only) can serve it, whatever TensorRT said.
-FOREIGN_REMEDY = ("load the plugin library that provides it (tensorrt's plugin registry load_library) and check the "
-                  "node's op_type, plugin_version and plugin_namespace; or register it as a torchtrt_ext op with a "
-                  "decomposition (ops.OpSpec); or map it to supported ops at export")
+FOREIGN_REMEDY = ("pass the plugin library that provides it (plugin_libraries=[path] / --plugin-library PATH) and "
+                  "check the node's op_type, plugin_version and plugin_namespace; or register it as a torchtrt_ext op "
+                  "with a decomposition (ops.OpSpec); or map it to supported ops at export")
 
 
 def remedy_for(message: str) -> str | None:

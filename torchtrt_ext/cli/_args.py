@@ -111,6 +111,12 @@ def add_engine_host_code(p: argparse.ArgumentParser) -> None:
                         "and run that library's code; only for engine files you trust (default: refused)")
 
 
+def add_plugin_libraries(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--plugin-library", action="append", metavar="PATH", dest="plugin_libraries",
+                   help="your own TensorRT plugin library serving custom nodes of your domains (repeatable); an "
+                        "engine built with one needs the same file (same SHA-256) named where it is loaded")
+
+
 def add_inputs(p: argparse.ArgumentParser, required: bool = False) -> None:
     p.add_argument("--input-shape", action="append", metavar="NAME:SHAPE", required=required,
                    help="input shape like x:1x3x224x224 (repeat or comma-separate for several inputs; a bare "

@@ -115,6 +115,16 @@ def declared_inputs(*targets: Any) -> list[tuple[str, tuple[int, ...], Any]]:
     return []
 
 
+def check_engine_libraries(targets: Sequence[str], kinds: Sequence[str], libraries: Sequence[str] | None) -> None:
+    """Refuse engines built with a plugin library of the user's that ``libraries`` (--plugin-library) does not name
+    with the recorded SHA-256, before anything else happens (GPU checks included)."""
+    from torchtrt_ext.runtime import check_plugin_libraries
+
+    for text, kind in zip(targets, kinds):
+        if kind == "engine":
+            check_plugin_libraries(Engine.load(text).metadata, libraries)
+
+
 def examples_for(shapes: dict[str, tuple[int, ...]], model: Any, dtype: Any, device: Any,
                  ranges: dict[str, tuple[float, float]] | None = None,
                  declared: Sequence[tuple[str, tuple[int, ...], Any]] = (), *,
@@ -159,7 +169,8 @@ def examples_for(shapes: dict[str, tuple[int, ...]], model: Any, dtype: Any, dev
     return tuple(random_input(shapes[n], type_of(n), device, generator, ranges.get(n)) for n in order)
 
 
-def open_target(text: str, device: Any, dtype: Any, allow_engine_host_code: bool) -> tuple[str, Any]:
+def open_target(text: str, device: Any, dtype: Any, allow_engine_host_code: bool,
+                plugin_libraries: Sequence[str] | None = None) -> tuple[str, Any]:
     """(kind, something callable) for a target: onnxruntime for an ONNX file, a TRTModule for an engine, the model."""
     kind = target_kind(text)
     if kind == "onnx":
@@ -167,7 +178,8 @@ def open_target(text: str, device: Any, dtype: Any, allow_engine_host_code: bool
 
         return kind, OnnxRuntimeModule(text)
     if kind == "engine":
-        return kind, TRTModule(Engine.load(text), allow_engine_host_code=allow_engine_host_code)
+        return kind, TRTModule(Engine.load(text), allow_engine_host_code=allow_engine_host_code,
+                               plugin_libraries=plugin_libraries)
     return kind, load_model(text).to(device=device, dtype=dtype)
 
 

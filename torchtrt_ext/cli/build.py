@@ -8,7 +8,14 @@ from typing import Any
 
 from torchtrt_ext.backend.adapter import BACKENDS
 from torchtrt_ext.backend.plugins import PLUGIN_MODES
-from torchtrt_ext.cli._args import add_common, existing, output_path, parse_named_shapes, positive_int
+from torchtrt_ext.cli._args import (
+    add_common,
+    add_plugin_libraries,
+    existing,
+    output_path,
+    parse_named_shapes,
+    positive_int,
+)
 from torchtrt_ext.cli._errors import CliError
 from torchtrt_ext.cli._targets import custom_nodes
 from torchtrt_ext.passes import pipeline
@@ -69,7 +76,8 @@ def run(args: argparse.Namespace) -> tuple[int, Any, str]:
         print(f"[torchtrt-ext] building {onnx_path.name} with {args.backend} ({args.precision}, plugins "
               f"{args.plugins}) ...", file=sys.stderr, flush=True)
     kwargs: dict[str, Any] = {"backend": args.backend, "precision": args.precision, "profiles": profiles,
-                              "plugins": args.plugins, "progress": not args.quiet}
+                              "plugins": args.plugins, "progress": not args.quiet,
+                              "plugin_libraries": args.plugin_libraries}
     if workspace is not None:
         kwargs["workspace"] = workspace
     if args.timing_cache is not None:
@@ -102,6 +110,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], **kw: A
     p.add_argument("--workspace", type=positive_int, metavar="MiB", help="workspace cap in MiB (default 4096)")
     p.add_argument("--timing-cache", metavar="PATH", help="TensorRT timing cache file, read and written back "
                    "(--backend tensorrt only)")
+    add_plugin_libraries(p)
     p.add_argument("-q", "--quiet", "--no-progress", action="store_true", help="no progress lines on stderr")
     add_common(p)
     p.set_defaults(handler=run)

@@ -6,11 +6,12 @@ from typing import Any
 
 from torchtrt_ext.backend.adapter import BACKENDS
 from torchtrt_ext.backend.engine import Engine, is_engine_file
-from torchtrt_ext.cli._args import add_common, existing
+from torchtrt_ext.cli._args import add_common, add_plugin_libraries, existing
 from torchtrt_ext.cli._errors import CliError
 from torchtrt_ext.doctor import report as doctor
 from torchtrt_ext.errors import ExitCode, InvalidInputError
 from torchtrt_ext.passes.onnx_util import read_onnx
+from torchtrt_ext.runtime import check_plugin_libraries
 
 
 def engine_table(meta: Any) -> str:
@@ -21,6 +22,9 @@ def engine_table(meta: Any) -> str:
              f"precision {meta.options.precision}, plugins {meta.plugin_mode} {list(meta.plugins) or ''}".rstrip(),
              f"built by torchtrt_ext {meta.torchtrt_ext_version or '?'}"]
     lines += [f"plugin {op.plugin.id} ({op.plugin.provider}): {op.route}" for op in meta.plugin_plan.ops]
+    lines += [f"plugin {op.id}: your library {op.library}" for op in meta.plugin_plan.user_ops]
+    lines += [f"built with your plugin library {lib.describe()}: loading the engine needs --plugin-library PATH to it"
+              for lib in meta.options.plugin_libraries]
     if meta.plugins_embedded:
         lines.append("carries host code (embedded plugin library): running it needs --allow-engine-host-code")
     rows = [["input", t.name, t.dtype, "x".join(str(d) for d in t.shape)] for t in meta.inputs]
@@ -38,13 +42,15 @@ def run(args: argparse.Namespace) -> tuple[int, Any, str]:
     path = existing(args.path, "file")
     if is_engine_file(path):
         meta = Engine.load(path).metadata
+        if args.plugin_libraries:  # the same check as loading it: each named library has the recorded SHA-256
+            check_plugin_libraries(meta, args.plugin_libraries)
         return ExitCode.OK, {"kind": "engine", **meta.to_json()}, engine_table(meta)
     try:
         model = read_onnx(path)
     except InvalidInputError:
         raise CliError(f"{path} is neither an ONNX model nor a torchtrt_ext engine (empty, truncated or another "
                        "format). Remedy: pass an .onnx file or an engine written by 'torchtrt-ext build'") from None
-    result = doctor(model, backend=args.backend)
+    result = doctor(model, backend=args.backend, plugin_libraries=args.plugin_libraries)
     code = ExitCode.OK if result.builds else ExitCode.FAILED  # the build would fail: say so to scripts too
     return code, {"kind": "onnx", **result.to_dict()}, result.to_table()
 
@@ -56,5 +62,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], **kw: A
                        **kw)
     p.add_argument("path", help="an .onnx file or an engine file")
     p.add_argument("--backend", choices=BACKENDS, default="tensorrt", help="backend the report is for")
+    add_plugin_libraries(p)
     add_common(p)
     p.set_defaults(handler=run)

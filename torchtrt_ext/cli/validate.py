@@ -5,10 +5,19 @@ import argparse
 import dataclasses
 from typing import Any
 
-from torchtrt_ext.cli._args import add_common, add_engine_host_code, add_inputs, dtype_of, parse_ranges, shapes_arg
+from torchtrt_ext.cli._args import (
+    add_common,
+    add_engine_host_code,
+    add_inputs,
+    add_plugin_libraries,
+    dtype_of,
+    parse_ranges,
+    shapes_arg,
+)
 from torchtrt_ext.cli._errors import CliError
 from torchtrt_ext.cli._targets import (
     check_engine_host_code,
+    check_engine_libraries,
     declared_inputs,
     device_for,
     examples_for,
@@ -28,10 +37,11 @@ def run(args: argparse.Namespace) -> tuple[int, Any, str]:
     shapes, ranges = shapes_arg(args.input_shape), parse_ranges(args.input_range)
     kinds = [target_kind(args.reference), target_kind(args.candidate)]
     check_engine_host_code([args.reference, args.candidate], kinds, args.allow_engine_host_code)
+    check_engine_libraries([args.reference, args.candidate], kinds, args.plugin_libraries)
     device = device_for(args.device, kinds)
     dtype = dtype_of(args.dtype)
-    _, reference = open_target(args.reference, device, dtype, args.allow_engine_host_code)
-    _, candidate = open_target(args.candidate, device, dtype, args.allow_engine_host_code)
+    _, reference = open_target(args.reference, device, dtype, args.allow_engine_host_code, args.plugin_libraries)
+    _, candidate = open_target(args.candidate, device, dtype, args.allow_engine_host_code, args.plugin_libraries)
     examples = examples_for(shapes, reference, dtype, device, ranges, declared_inputs(reference, candidate))
     report = validate(reference, candidate, examples, trials=args.trials, atol=args.atol, rtol=args.rtol,
                       precision=args.precision, seed=args.seed)
@@ -55,5 +65,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], **kw: A
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--device", default="auto", help="cpu or cuda (default: cuda for engines, else cpu if no GPU)")
     add_engine_host_code(p)
+    add_plugin_libraries(p)
     add_common(p)
     p.set_defaults(handler=run)

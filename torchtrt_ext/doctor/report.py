@@ -25,8 +25,9 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import onnx
@@ -38,6 +39,7 @@ from torchtrt_ext.backend.adapter import TRTApi
 from torchtrt_ext.backend.builder import ParserError, network_from_onnx
 from torchtrt_ext.backend.plugin_plan import OpPlan, PluginPlan, Unserved
 from torchtrt_ext.backend.plugins import plugin_ref, prepare_graph, route
+from torchtrt_ext.backend.user_libraries import Creator, load_user_library, node_creator, user_libraries
 from torchtrt_ext.errors import InvalidInputError, MissingDependencyError, OnnxParseError, TorchTRTExtError, failure
 from torchtrt_ext.ops.spec import DOMAIN, PluginRef, registered_ops
 from torchtrt_ext.doctor import trt_op_support as table
@@ -93,6 +95,8 @@ class DoctorReport:
     native_ops: dict[str, int] = dataclasses.field(default_factory=dict)  # op type -> count, run by TensorRT itself
     # torchtrt_ext node -> how plugins="auto" routes it (backend.plugins.route), the plan a build would take
     routes: dict[str, OpPlan | Unserved] = dataclasses.field(default_factory=dict)
+    # the user's plugin libraries (plugin_libraries=): file name -> the creators it registers -> the nodes each serves
+    libraries: dict[str, dict[Creator, list[str]]] = dataclasses.field(default_factory=dict)
 
     @property
     def problems(self) -> list[Finding]:
@@ -111,7 +115,11 @@ class DoctorReport:
     def to_dict(self) -> dict[str, Any]:
         return {"backend": self.backend, "checked_with": self.checked_with, "nodes": self.nodes, "opset": self.opset,
                 "ok": self.ok, "builds": self.builds, "findings": [f.to_dict() for f in self.findings],
-                "native_ops": dict(self.native_ops)}
+                "native_ops": dict(self.native_ops),
+                "plugin_libraries": [
+                    {"library": name, "creators": [{"name": c[0], "version": c[1], "namespace": c[2], "serves": nodes}
+                                                   for c, nodes in creators.items()]}
+                    for name, creators in self.libraries.items()]}
 
     def to_json(self, indent: int | None = 2) -> str:
         """The report as a JSON document (see ``to_dict`` for the fields)."""
@@ -121,6 +129,9 @@ class DoctorReport:
         """The report as readable text: a summary line, one row per finding, then the remedies of each problem."""
         head = (f"torchtrt_ext doctor: backend {self.backend}, {self.nodes} nodes, opset {self.opset}, "
                 f"checked with {self.checked_with}")
+        head += "".join(f"\nplugin library {name}: " + (", ".join(
+            f"{ns}::{op} v{v} (serves {', '.join(nodes) or 'no node'})" for (op, v, ns), nodes in creators.items())
+            or "registers no new creator") for name, creators in self.libraries.items())
         if not self.findings:
             return f"{head}\nnothing to report: every node is supported natively by {self.backend}"
         rows = [("node", "op", "status", "detail")]
@@ -199,8 +210,8 @@ def _routes(nodes: list[onnx.NodeProto], api: TRTApi | None, backend: str) -> di
     return routes
 
 
-def _custom_findings(nodes: list[onnx.NodeProto], backend: str,
-                     routes: dict[str, OpPlan | Unserved]) -> list[Finding]:
+def _custom_findings(nodes: list[onnx.NodeProto], backend: str, routes: dict[str, OpPlan | Unserved],
+                     served: dict[Creator, str]) -> list[Finding]:
     specs = {op.spec.name: op.spec for op in registered_ops().values()}
     findings = []
     for node in nodes:
@@ -220,12 +231,18 @@ def _custom_findings(nodes: list[onnx.NodeProto], backend: str,
             findings.append(Finding(name, node.op_type, node.domain, "decomposed" if decomposed else "plugin missing",
                                     True, f"{plugin}: {why}",
                                     _custom_op_remedies(node, backend, spec is not None, why)))
+        elif node_creator(node) in served:
+            op, version, namespace = node_creator(node)
+            findings.append(Finding(name, node.op_type, node.domain, "plugin available", False,
+                                    f"plugin {op} v{version} ({namespace}): {served[node_creator(node)]}"))
         else:
-            why = (f"TensorRT looks for a plugin creator named {node.op_type!r} (plugin_version, plugin_namespace "
-                   "attributes); torchtrt_ext cannot tell whether one will be loaded")
+            op, version, namespace = node_creator(node)
+            why = (f"TensorRT looks for a plugin creator {op!r} version {version!r} in namespace {namespace!r} "
+                   "(op_type, plugin_version, plugin_namespace or the domain), which no library passed registers")
             findings.append(Finding(name, node.op_type, node.domain or "ai.onnx", "unknown custom op", True, why,
-                                    _custom_op_remedies(node, backend, False, f"load a library registering "
-                                                        f"{node.op_type!r}, or write one (IPluginV3)")))
+                                    _custom_op_remedies(node, backend, False, f"pass the library registering "
+                                                        f"{op!r} as plugin_libraries=[path] (--plugin-library PATH), "
+                                                        "or write one (IPluginV3)")))
     return findings
 
 
@@ -411,7 +428,29 @@ def _table_findings(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> list
     return findings
 
 
-def report(model: OnnxSource, backend: str = "tensorrt", *, checker: str = "auto") -> DoctorReport:
+def _user_libraries(paths: Sequence[str | os.PathLike[str]] | None, custom: list[onnx.NodeProto],
+                    backend: str) -> tuple[dict[str, dict[Creator, list[str]]], dict[Creator, str]]:
+    """Load the user's plugin libraries into ``backend``'s real registry: per library, the creators it registers and
+    the custom nodes each serves; and which library serves each creator."""
+    libraries: dict[str, dict[Creator, list[str]]] = {}
+    served: dict[Creator, str] = {}
+    requested = user_libraries(paths)
+    if not requested:
+        return libraries, served
+    api = adapter.load_backend(backend)  # MissingDependencyError: listing a library's creators needs its registry
+    for library in requested:
+        creators = load_user_library(api, library)
+        libraries[library.name] = {creator: [] for creator in creators}
+        for creator in creators:
+            served.setdefault(creator, library.name)
+    for node in custom:
+        if node.domain != DOMAIN and node_creator(node) in served:
+            libraries[served[node_creator(node)]][node_creator(node)].append(_node_name(node))
+    return libraries, served
+
+
+def report(model: OnnxSource, backend: str = "tensorrt", *, checker: str = "auto",
+           plugin_libraries: Sequence[str | os.PathLike[str]] | None = None) -> DoctorReport:
     """Diagnose ``model`` for ``backend`` ("tensorrt" or "tensorrt_rtx").
 
     Args:
@@ -419,6 +458,9 @@ def report(model: OnnxSource, backend: str = "tensorrt", *, checker: str = "auto
         backend: the TensorRT flavour to check against. Default: "tensorrt".
         checker: "parser" (the backend's ONNX parser; raises MissingDependencyError when it is not installed),
             "table" (``doctor.trt_op_support``), or "auto" (the parser when installed, else the table). Default: "auto".
+        plugin_libraries: paths of your own plugin libraries: each is loaded into ``backend``'s registry and listed
+            with the creators it registers and the nodes each serves (their nodes then stay in the parse). Default
+            None.
 
     Returns:
         a DoctorReport; print it (``to_table``) or serialize it (``to_json``). ``report.ok`` is True when nothing
@@ -432,6 +474,7 @@ def report(model: OnnxSource, backend: str = "tensorrt", *, checker: str = "auto
         raise InvalidInputError(failure(f"checker={checker!r} is not a checker", f"one of {CHECKERS}",
                                         "pass checker='auto'"))
     custom = non_standard_nodes(model)
+    libraries, user_served = _user_libraries(plugin_libraries, custom, backend)
     custom_ids = {id(n) for n in custom}
     standard = [n for n in all_nodes(model) if id(n) not in custom_ids]
     opset = default_opset(model)
@@ -444,7 +487,8 @@ def report(model: OnnxSource, backend: str = "tensorrt", *, checker: str = "auto
     served = {op.op_type for op in plan.ops}
     invalid = _invalid_graph(model)  # cut before parsing: the parser would call them unsupported ops
     dangling = {f.node for f in invalid}
-    cut = [n for n in custom if not (n.domain == DOMAIN and n.op_type in served)]
+    cut = [n for n in custom if not (n.domain == DOMAIN and n.op_type in served)
+           and not (n.domain != DOMAIN and node_creator(n) in user_served)]
     cut += [n for n in model.graph.node if _node_name(n) in dangling]
     if use_parser and all(id(n) in top_level for n in cut):
         findings, checked_with = _parser_findings(_cut(model, cut), backend, plan)
@@ -464,7 +508,7 @@ def report(model: OnnxSource, backend: str = "tensorrt", *, checker: str = "auto
     native = collections.Counter(n.op_type for n in standard if (n.name or f"<unnamed {n.op_type}>") not in rejected)
     result = DoctorReport(backend, checked_with, len(list(all_nodes(model))), opset,
                           _one_row_per_node(findings + _nms_findings(model, backend)
-                                            + _custom_findings(custom, backend, routes)),
-                          dict(sorted(native.items())), routes)
+                                            + _custom_findings(custom, backend, routes, user_served)),
+                          dict(sorted(native.items())), routes, libraries)
     LOGGER.info("doctor: %d problem(s) for %s (checked with %s)", len(result.problems), backend, checked_with)
     return result
