@@ -15,6 +15,7 @@ from onnx import helper
 import torchtrt_ext.ops  # noqa: F401  (defines the built-in ops)
 from tests.helpers import rel_err, run_onnx
 from tests.ops.test_deform_conv2d import _case
+from tests.ops.test_efficient_nms import random_case
 from torchtrt_ext.ops import DOMAIN, get_op
 from torchtrt_ext.ops.function import op_function
 from torchtrt_ext.ops.spec import BakedAttributeError, onnx_elem_type
@@ -38,7 +39,16 @@ def _dcn_call(**kw: Any) -> Call:
                  "mask": case["mask"]}, attrs)
 
 
+def _nms_call(seed: int, batch: int, anchors: int, classes: int, **attrs: Any) -> Call:
+    boxes, scores = random_case(seed, batch, anchors, classes, box_coding=attrs.get("box_coding", 0),
+                                raw_scores=bool(attrs.get("score_activation")))
+    return Call({"boxes": boxes, "scores": scores}, attrs)
+
+
 TWO_CALLS: dict[str, tuple[Call, Call]] = {
+    "EfficientNMS_TRT": (_nms_call(1, 2, 40, 3, max_output_boxes=10),
+                         _nms_call(2, 1, 30, 4, max_output_boxes=5, score_threshold=0.2, iou_threshold=0.3,
+                                   class_agnostic=1, box_coding=1, score_activation=1, background_class=1)),
     "L2Norm": (Call({"x": torch.randn(2, 3, 4)}, {"axis": 1, "eps": 1e-6}),
                Call({"x": torch.randn(3, 5) * 1e-3}, {"axis": -1, "eps": 0.5})),
     "DeformConv2d": (_dcn_call(seed=1),
