@@ -2,7 +2,9 @@
 
 ``exporter="auto"`` uses the dynamo exporter (``torch.export``-based, PyTorch's default since 2.9 and the one
 that will stay) and, if it fails on this model, logs why and retries with the legacy TorchScript exporter.
-The exporter used is stored in the model's metadata (``torchtrt_ext.exporter``).
+The exporter used is stored in the model's metadata (``torchtrt_ext.exporter``). Each custom op type the model uses
+gets its decomposition as one ONNX model-local function (``passes.functions.add_functions``), so the one file runs on
+any ONNX runtime and still takes the plugin where one is loaded.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from torchtrt_ext._files import save_onnx
 from torchtrt_ext.errors import ExportError, InvalidInputError, failure
 from torchtrt_ext.ops._torch_op import custom_translation_table
 from torchtrt_ext.ops.spec import DOMAIN, DOMAIN_VERSION
+from torchtrt_ext.passes.functions import add_functions
 from torchtrt_ext.passes.shapes import infer_shapes, too_big, weightless
 
 log = logging.getLogger("torchtrt_ext")
@@ -138,12 +141,13 @@ def _export_legacy(model: torch.nn.Module, inputs: tuple, names: list[str], outs
 
 def export_onnx(model: torch.nn.Module, example_inputs: Any, path: str | os.PathLike | None = None, *,
                 dynamic_shapes: DynamicShapes | None = None, exporter: str = "auto",
-                opset: int | None = None) -> onnx.ModelProto:
+                opset: int | None = None, functions: bool = True) -> onnx.ModelProto:
     """Export ``model`` to ONNX with custom ops as torchtrt_ext nodes; write it to ``path`` when given.
 
     ``dynamic_shapes`` maps input names to ``{dim: symbol}`` (default None: dim 0 of every input is "batch";
     ``{}``: all static). ``exporter``: "auto" (dynamo, falling back to legacy), "dynamo" or "legacy".
-    ``opset``: default 18.
+    ``opset``: default 18. ``functions``: store each custom op's decomposition as a model-local function, once per
+    op type (default True; False writes the custom nodes alone).
     """
     if not isinstance(model, torch.nn.Module):
         raise InvalidInputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -179,7 +183,7 @@ def export_onnx(model: torch.nn.Module, example_inputs: Any, path: str | os.Path
         log.warning("%s; exported with the legacy TorchScript exporter instead, which records the path the example "
                     "inputs took: data-dependent control flow (an 'if' or loop on tensor values) is fixed to that "
                     "branch", errors[0])
-    onnx_model = _finish(onnx_model, which)
+    onnx_model = _finish(onnx_model, which, functions)
     if path is not None:
         save_onnx(onnx_model, path)
     return onnx_model
@@ -195,13 +199,16 @@ def _exporter_failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {cause[:300]}".rstrip(": ")
 
 
-def _finish(model: onnx.ModelProto, exporter: str) -> onnx.ModelProto:
-    """Ensure the custom opset import, fill shapes through custom nodes, tag the exporter, check the model."""
+def _finish(model: onnx.ModelProto, exporter: str, functions: bool) -> onnx.ModelProto:
+    """Ensure the custom opset import, fill shapes through custom nodes, add the ops' functions, tag the exporter,
+    check the model."""
     uses_custom = any(n.domain == DOMAIN for n in model.graph.node)
     domains = {e.domain for e in model.opset_import}
     if uses_custom and DOMAIN not in domains:
         model.opset_import.append(onnx.helper.make_opsetid(DOMAIN, DOMAIN_VERSION))
     model = infer_shapes(model)
+    if functions:
+        add_functions(model)
     onnx.helper.set_model_props(model, {**{p.key: p.value for p in model.metadata_props},
                                         "torchtrt_ext.exporter": exporter})
     onnx.checker.check_model(weightless(model) if too_big(model) else model)
