@@ -126,13 +126,19 @@ def test_a_decomposition_that_bakes_an_attribute_in_gets_no_generic_body() -> No
         op_function(dataclasses.replace(spec, decompose=_baked_l2norm), 18)
     with pytest.raises(BakedAttributeError, match="'axis' is used as a Python value"):
         op_function(dataclasses.replace(spec, decompose=_branching_l2norm), 18)
-    with pytest.raises(BakedAttributeError, match="before opset 18"):  # ReduceL2's axes: an attribute until 18
-        op_function(spec, 17)
-    assert op_function(spec, 17, attrs={"axis": 1, "eps": 0.5}).node  # one node's body is fine
+    reducing = dataclasses.replace(spec, decompose=_reducing_l2norm)
+    assert op_function(reducing, 18).node  # ReduceL2's axes: an input from opset 18, an attribute before
+    with pytest.raises(BakedAttributeError, match="before opset 18"):
+        op_function(reducing, 17)
+    assert op_function(reducing, 17, attrs={"axis": 1, "eps": 0.5}).node  # one node's body is fine
 
 
 def _baked_l2norm(d: Any, inputs: list[str], outputs: list[str], axis: Any, eps: Any) -> None:
     d.op("Div", inputs[0], d.const(max(eps, 1e-6)), out=outputs[0])
+
+
+def _reducing_l2norm(d: Any, inputs: list[str], outputs: list[str], axis: Any, eps: Any) -> None:
+    d.op("Div", inputs[0], d.reduce("ReduceL2", inputs[0], [axis]), out=outputs[0])
 
 
 def _branching_l2norm(d: Any, inputs: list[str], outputs: list[str], axis: Any, eps: Any) -> None:
