@@ -35,6 +35,7 @@ from torchtrt_ext.backend.plugins import auto_route, plugin_refs
 from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, OnnxParseError, failure
 from torchtrt_ext.ops.spec import DOMAIN, PROVIDER_OURS, PluginRef, registered_ops
 from torchtrt_ext.passes import trt_op_support as table
+from torchtrt_ext.passes.functions import function_status, strip_functions
 from torchtrt_ext.passes.nms_patterns import REMEDY as NMS_REMEDY
 from torchtrt_ext.passes.nms_patterns import find_nms_patterns
 from torchtrt_ext.passes.onnx_util import (
@@ -220,7 +221,7 @@ def _without_custom_nodes(model: onnx.ModelProto, custom: list[onnx.NodeProto]) 
     out.graph.output.extend(kept_outputs)
     del out.opset_import[:]
     out.opset_import.extend(e for e in model.opset_import if e.domain in STANDARD_DOMAINS)
-    return out
+    return strip_functions(out, {n.op_type for n in custom if n.domain == DOMAIN})
 
 
 def _quiet_logger(trt: Any) -> Any:
@@ -276,6 +277,36 @@ def _nms_findings(model: onnx.ModelProto, backend: str) -> list[Finding]:
     return [Finding(p.node, p.op_type, "", "nms pattern", backend == "tensorrt_rtx",
                     f"{p.detail}; use torchtrt_ext.ops.efficient_nms", (NMS_REMEDY,))
             for p in find_nms_patterns(model)]
+
+
+def _function_findings(model: onnx.ModelProto, backend: str) -> list[Finding]:
+    """Each torchtrt_ext op's ONNX function against the op's own body: missing where the file carries the functions of
+    other ops (a file with none is the ``--no-functions`` form, named nowhere), or altered (a runtime running the body
+    computes something else: a problem); on TensorRT-RTX, a body with NonMaxSuppression, which RTX parses but cannot
+    build (only the plugin runs the op there)."""
+    remedy = "re-export (torchtrt_ext.export_onnx / torchtrt-ext export write the functions), or add them: " \
+             "torchtrt_ext.passes.functions.add_functions(model)"
+    bodies = {f.name: f for f in model.functions if f.domain == DOMAIN}
+    findings = []
+    for op_type, status in function_status(model).items():
+        node = f"<{op_type} function>"
+        if status == "missing" and bodies:
+            findings.append(Finding(node, op_type, DOMAIN, "function missing", False, "the file holds no ONNX function "
+                                    f"for {op_type}: a runtime without the plugin cannot run its nodes", (remedy,)))
+        elif status == "altered":
+            findings.append(Finding(node, op_type, DOMAIN, "function altered", True, f"the file's ONNX function for "
+                                    f"{op_type} differs from the op's own decomposition: a runtime without the plugin "
+                                    "would compute something else", (remedy,)))
+        elif status.startswith("none possible"):
+            findings.append(Finding(node, op_type, DOMAIN, "no function", False, f"{op_type} has no ONNX function "
+                                    f"({status[len('none possible: '):]}): only its plugin or "
+                                    "passes.decompose_custom_ops runs it"))
+        if (backend == "tensorrt_rtx" and op_type in bodies
+                and any(n.op_type == "NonMaxSuppression" for n in bodies[op_type].node)):
+            findings.append(Finding(node, op_type, DOMAIN, "function not buildable", False, "TensorRT-RTX parses the "
+                                    "function's NonMaxSuppression but cannot build it: there the op needs its plugin "
+                                    "(our C++ plugin library)"))
+    return findings
 
 
 def _table_findings(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> list[Finding]:
@@ -335,7 +366,8 @@ def report(model: OnnxSource, backend: str = "tensorrt", *, checker: str = "auto
     rejected = {f.node for f in findings if f.problem}
     native = collections.Counter(n.op_type for n in standard if (n.name or f"<unnamed {n.op_type}>") not in rejected)
     result = DoctorReport(backend, checked_with, len(list(all_nodes(model))), opset,
-                          findings + _nms_findings(model, backend) + _custom_findings(custom, backend),
+                          findings + _nms_findings(model, backend) + _custom_findings(custom, backend)
+                          + _function_findings(model, backend),
                           dict(sorted(native.items())))
     LOGGER.info("doctor: %d problem(s) for %s (checked with %s)", len(result.problems), backend, checked_with)
     return result

@@ -121,3 +121,35 @@ def inline_call(node: onnx.NodeProto, function: onnx.FunctionProto, prefix: str)
             tensor.name = rename(tensor.name)
 
     return instantiate(function.node)
+
+
+def _body(function: onnx.FunctionProto) -> bytes:
+    """What a function computes, for comparison: its signature and nodes, names of nodes and docs left out."""
+    copy = onnx.FunctionProto()
+    copy.CopyFrom(function)
+    copy.doc_string = ""
+    for node in copy.node:
+        node.name, node.doc_string = "", ""
+    body: bytes = copy.SerializeToString(deterministic=True)
+    return body
+
+
+def function_status(model: onnx.ModelProto) -> dict[str, str]:
+    """For each torchtrt_ext op type of ``model``'s graph defined in this process: "ok" (the file's function is the
+    op's own body), "missing", "altered" (it differs from the op's own body), or "none possible: <why>"."""
+    opset = default_opset(model)
+    specs = {op.spec.name: op.spec for op in registered_ops().values()}
+    stored = {f.name: f for f in model.functions if f.domain == DOMAIN}
+    status = {}
+    for op_type, nodes in sorted(graph_custom_nodes(model).items()):
+        if op_type not in specs or opset is None:
+            continue
+        try:
+            own = function_for_nodes(specs[op_type], nodes, opset)
+        except Exception as exc:  # noqa: BLE001 - as in add_functions
+            status[op_type] = f"none possible: {type(exc).__name__}: {exc}"
+            continue
+        file_function = stored.get(op_type)
+        status[op_type] = ("missing" if file_function is None else
+                           "ok" if _body(file_function) == _body(own) else "altered")
+    return status
