@@ -221,7 +221,7 @@ def _without_custom_nodes(model: onnx.ModelProto, custom: list[onnx.NodeProto]) 
     out.graph.output.extend(kept_outputs)
     del out.opset_import[:]
     out.opset_import.extend(e for e in model.opset_import if e.domain in STANDARD_DOMAINS)
-    return strip_functions(out, {n.op_type for n in custom if n.domain == DOMAIN})
+    return out
 
 
 def _quiet_logger(trt: Any) -> Any:
@@ -342,6 +342,9 @@ def report(model: OnnxSource, backend: str = "tensorrt", *, checker: str = "auto
     if checker not in CHECKERS:
         raise InvalidInputError(failure(f"checker={checker!r} is not a checker", f"one of {CHECKERS}",
                                         "pass checker='auto'"))
+    functions = _function_findings(model, backend)
+    # our ops' function bodies are checked against the ops' own above; as graph nodes they are not the model's
+    model = strip_functions(model, {f.name for f in model.functions if f.domain == DOMAIN})
     custom = non_standard_nodes(model)
     custom_ids = {id(n) for n in custom}
     standard = [n for n in all_nodes(model) if id(n) not in custom_ids]
@@ -366,8 +369,7 @@ def report(model: OnnxSource, backend: str = "tensorrt", *, checker: str = "auto
     rejected = {f.node for f in findings if f.problem}
     native = collections.Counter(n.op_type for n in standard if (n.name or f"<unnamed {n.op_type}>") not in rejected)
     result = DoctorReport(backend, checked_with, len(list(all_nodes(model))), opset,
-                          findings + _nms_findings(model, backend) + _custom_findings(custom, backend)
-                          + _function_findings(model, backend),
+                          findings + _nms_findings(model, backend) + _custom_findings(custom, backend) + functions,
                           dict(sorted(native.items())))
     LOGGER.info("doctor: %d problem(s) for %s (checked with %s)", len(result.problems), backend, checked_with)
     return result
