@@ -15,7 +15,7 @@ from typing import Any
 import onnx
 from onnx import helper
 
-from torchtrt_ext.ops.spec import DOMAIN, AttrRef, Decomposer, OpSpec
+from torchtrt_ext.ops.spec import ATTRIBUTE_TYPES, DOMAIN, AttrRef, Decomposer, OpSpec
 
 # Attributes the exporter writes on every node for TensorRT's plugin lookup; declared so a node's full attribute set
 # is the function's, never read by a body.
@@ -45,8 +45,8 @@ def op_function(spec: OpSpec, opset: int, present: Sequence[bool] | None = None,
     values = dict(attrs) if attrs is not None else {a.name: AttrRef(a.name, a.kind) for a in spec.attrs}
     d = Decomposer(opset=opset, prefix=spec.name)
     spec.decompose(d, [name if present[i] else "" for i, name in enumerate(formal)], list(spec.outputs), **values)
-    defaults = [helper.make_attribute(a.name, list(a.default) if isinstance(a.default, tuple) else a.default)
-                for a in spec.attrs if not a.required]
+    defaults = [helper.make_attribute(a.name, list(a.default) if isinstance(a.default, tuple) else a.default,
+                                      attr_type=ATTRIBUTE_TYPES[a.kind]) for a in spec.attrs if not a.required]
     defaults += [helper.make_attribute("plugin_version", spec.plugin_ref.version),
                  helper.make_attribute("plugin_namespace", spec.plugin_ref.namespace)]
     return helper.make_function(DOMAIN, spec.name, formal, list(spec.outputs), d.nodes,

@@ -130,6 +130,10 @@ _REF_KINDS: dict[str, tuple[Any, str, Any]] = {  # attribute kind -> (AttributeP
     "str": (onnx.AttributeProto.STRING, "value_string", None)}
 
 
+ATTRIBUTE_TYPES: dict[str, Any] = {kind: proto_type for kind, (proto_type, _, _) in _REF_KINDS.items()}
+"""The ONNX AttributeProto type of each attribute kind."""
+
+
 class AttrRef:
     """An op attribute inside a function body: the calling node's value, known only when the node is inlined.
 
