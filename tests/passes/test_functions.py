@@ -68,3 +68,40 @@ def test_inlining_binds_the_nodes_attributes_or_the_defaults(given: dict) -> Non
     assert values == {"value_int": given.get("axis", 1), "value_float": pytest.approx(given.get("eps", 1e-6))}
     assert all(n.name.startswith("n/") for n in nodes) and nodes[0].input == ["x"] and nodes[-1].output == ["y"]
     assert not [a for n in nodes for a in n.attribute if a.ref_attr_name]
+
+
+def _scale_by_eager(x, factor: float, mode: str):  # type: ignore[no-untyped-def]
+    return x * factor if mode == "mul" else x / factor
+
+
+def _scale_by_decompose(d, inputs: list[str], outputs: list[str], factor: float, mode: str) -> None:  # type: ignore[no-untyped-def]
+    # bakes ``mode`` in: a Python branch on the attribute's value
+    d.op("Mul" if mode == "mul" else "Div", inputs[0], d.op("CastLike", d.const(factor), inputs[0]), out=outputs[0])
+
+
+def test_an_op_whose_decomposition_bakes_an_attribute_in_gets_no_function_and_still_decomposes(caplog) -> None:  # type: ignore[no-untyped-def]
+    import torch
+
+    from tests.helpers import run_onnx
+    from torchtrt_ext.doctor import report
+    from torchtrt_ext.ops import Attr, OpSpec, define_op
+    from torchtrt_ext.passes import decompose_custom_ops
+
+    op = define_op(OpSpec(
+        name="TestScaleBy", inputs=("x",), outputs=("y",),
+        attrs=(Attr("factor", "float", default=2.0), Attr("mode", "str", default="mul")),
+        eager=_scale_by_eager, shape_rule=lambda shapes, dtypes, **_: [(shapes[0], dtypes[0])],
+        decompose=_scale_by_decompose))
+    nodes = [op.spec.make_node(["x"], ["a"], name="mul3", factor=3.0, mode="mul"),
+             op.spec.make_node(["a"], ["y"], name="div4", factor=4.0, mode="div")]
+    model = helper.make_model(helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                                                [helper.make_tensor_value_info("y", T.FLOAT, [2, 3])]),
+                              opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid(DOMAIN, 1)])
+    missing = add_functions(model)
+    assert not model.functions and "'mode' is used as a Python value" in missing["TestScaleBy"]
+    assert "no ONNX function for TestScaleBy" in caplog.text
+    found = [(f.op_type, f.status) for f in report(model, checker="table").findings if f.node.endswith("function>")]
+    assert found == [("TestScaleBy", "no function")]
+    x = torch.randn(2, 3)
+    (y,) = run_onnx(decompose_custom_ops(model), {"x": x})  # each node with its own values
+    torch.testing.assert_close(torch.from_numpy(y), x * 3.0 / 4.0)
