@@ -9,7 +9,7 @@ from onnx import TensorProto as T
 from onnx import helper
 
 import torchtrt_ext.ops  # noqa: F401  (defines the built-in ops)
-from torchtrt_ext.ops import DOMAIN, get_op
+from torchtrt_ext.ops import DOMAIN, Decomposer, get_op
 from torchtrt_ext.passes.functions import add_functions, inline_call, strip_functions
 
 
@@ -74,12 +74,13 @@ def _scale_by_eager(x, factor: float, mode: str):  # type: ignore[no-untyped-def
     return x * factor if mode == "mul" else x / factor
 
 
-def _scale_by_decompose(d, inputs: list[str], outputs: list[str], factor: float, mode: str) -> None:  # type: ignore[no-untyped-def]
+def _scale_by_decompose(d: Decomposer, inputs: list[str], outputs: list[str], factor: float, mode: str) -> None:
     # bakes ``mode`` in: a Python branch on the attribute's value
     d.op("Mul" if mode == "mul" else "Div", inputs[0], d.op("CastLike", d.const(factor), inputs[0]), out=outputs[0])
 
 
-def test_an_op_whose_decomposition_bakes_an_attribute_in_gets_no_function_and_still_decomposes(caplog) -> None:  # type: ignore[no-untyped-def]
+def test_an_op_whose_decomposition_bakes_an_attribute_in_gets_no_function_and_still_decomposes(
+        caplog: pytest.LogCaptureFixture) -> None:
     import torch
 
     from tests.helpers import run_onnx

@@ -25,5 +25,5 @@ from torchtrt_ext.ops.efficient_nms import efficient_nms
 from torchtrt_ext.ops.l2norm import l2norm
 
 __all__ = ["DOMAIN", "PROVIDER_OURS", "PROVIDER_TENSORRT", "Attr", "AttrRef", "BakedAttributeError", "Buffer",
-           "CustomOp", "Decomposer", "OpSpec", "PluginRef", "define_op", "deform_conv2d", "efficient_nms", "finite_positive", "get_op", "l2norm",
-           "registered_ops"]
+           "CustomOp", "Decomposer", "OpSpec", "PluginRef", "define_op", "deform_conv2d", "efficient_nms",
+           "finite_positive", "get_op", "l2norm", "registered_ops"]

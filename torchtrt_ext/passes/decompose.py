@@ -14,7 +14,10 @@ from torchtrt_ext.passes.functions import inline_call
 from torchtrt_ext.passes.onnx_util import OnnxSource, custom_nodes, default_opset, read_onnx, walk_graphs
 
 
-def _function(node: onnx.NodeProto, opset: int, generic: dict[tuple[str, tuple[bool, ...]], onnx.FunctionProto | None]) -> onnx.FunctionProto:
+_Generic = dict[tuple[str, tuple[bool, ...]], "onnx.FunctionProto | None"]  # (op_type, input pattern) -> its body
+
+
+def _function(node: onnx.NodeProto, opset: int, generic: _Generic) -> onnx.FunctionProto:
     """The function to inline into ``node``: its op's generic one, or, for an op whose decomposition is not generic
     over its attributes, one specialised to this node's attributes (validated either way)."""
     spec = get_op(node.op_type).spec
@@ -48,14 +51,15 @@ def decompose_custom_ops(model: OnnxSource, *, op_types: Collection[str] | None 
             "decompose_custom_ops: the model imports no opset of the default ONNX domain",
             "an opset_import entry for domain '' (every exported model has one)",
             "add one, e.g. model.opset_import.append(onnx.helper.make_opsetid('', 17))"))
-    generic: dict[tuple[str, tuple[bool, ...]], onnx.FunctionProto | None] = {}
+    generic: _Generic = {}
     chosen = set()
     for graph in walk_graphs(out.graph):
         nodes: list[onnx.NodeProto] = []
         for index, node in enumerate(graph.node):
             if node.domain == DOMAIN and (op_types is None or node.op_type in op_types):
                 chosen.add(node.op_type)
-                nodes.extend(inline_call(node, _function(node, opset, generic), node.name or f"{node.op_type}_{index}"))
+                prefix = node.name or f"{node.op_type}_{index}"
+                nodes.extend(inline_call(node, _function(node, opset, generic), prefix))
             else:
                 nodes.append(node)
         del graph.node[:]
