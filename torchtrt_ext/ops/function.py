@@ -43,7 +43,7 @@ def op_function(spec: OpSpec, opset: int, present: Sequence[bool] | None = None,
         count -= 1
     formal = list(spec.inputs[:count])
     values = dict(attrs) if attrs is not None else {a.name: AttrRef(a.name, a.kind) for a in spec.attrs}
-    d = Decomposer(opset=opset, prefix=spec.name)
+    d = Decomposer(opset=opset, prefix="")  # short names: the body is stored in the file; inlining prefixes them
     spec.decompose(d, [name if present[i] else "" for i, name in enumerate(formal)], list(spec.outputs), **values)
     defaults = [helper.make_attribute(a.name, list(a.default) if isinstance(a.default, tuple) else a.default,
                                       attr_type=ATTRIBUTE_TYPES[a.kind]) for a in spec.attrs if not a.required]

@@ -176,7 +176,7 @@ class Decomposer:
 
     def _fresh(self) -> str:
         self._count += 1
-        return f"{self.prefix}/_{self._count}"
+        return f"{self.prefix}/_{self._count}" if self.prefix else f"_{self._count}"
 
     def op(self, op_type: str, *inputs: str, out: str | None = None, **attrs: Any) -> str:
         """Append one single-output node and return its output name (``out`` when given)."""
@@ -187,7 +187,8 @@ class Decomposer:
         """Append one node with ``count`` outputs (named ``outs`` when given) and return their names; an ``AttrRef``
         attribute value becomes a reference to the calling node's attribute."""
         outputs = list(outs) if outs is not None else [self._fresh() for _ in range(count)]
-        name = f"{self.prefix}/{op_type}{self._fresh().rsplit('/', 1)[1]}"
+        name = f"{self.prefix}/{op_type}" if self.prefix else op_type
+        name += self._fresh().rsplit("/", 1)[-1]
         plain = {k: v for k, v in attrs.items() if not isinstance(v, AttrRef)}
         node = helper.make_node(op_type, list(inputs), outputs, name=name, **plain)
         node.attribute.extend(helper.make_attribute_ref(k, _REF_KINDS[v.kind][0], ref_attr_name=v.name)
