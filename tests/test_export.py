@@ -46,3 +46,38 @@ def test_dict_outputs_are_named_and_path_written(tmp_path) -> None:  # type: ign
 def test_static_shapes_on_request() -> None:
     model = torchtrt_ext.export_onnx(OpModel(1), (torch.randn(2, 3, 4),), dynamic_shapes={}, exporter="legacy")
     assert [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim] == [2, 3, 4]
+
+
+class BothOps(torch.nn.Module):
+    """A deformable conv, then two L2 normalizations along different axes (one op type, two nodes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.offset = torch.nn.Conv2d(4, 18, 3, padding=1)
+        self.dcn = torchtrt_ext.nn.DeformConv2d(4, 6, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torchtrt_ext.ops.l2norm(self.dcn(x, self.offset(x)), dim=1)
+        return torchtrt_ext.ops.l2norm(y, dim=-1, eps=0.1)
+
+
+@pytest.mark.parametrize("exporter", ["dynamo", "legacy"])
+def test_the_file_carries_one_function_per_op_type_and_runs_on_onnxruntime_as_it_is(exporter: str) -> None:
+    import onnx
+
+    from tests.helpers import rel_err, run_onnx
+
+    torch.manual_seed(0)
+    model, x = BothOps().eval(), torch.randn(2, 4, 8, 8)
+    exported = torchtrt_ext.export_onnx(model, (x,), exporter=exporter)
+    assert sorted((f.domain, f.name) for f in exported.functions) == [("torchtrt_ext", "DeformConv2d"),
+                                                                      ("torchtrt_ext", "L2Norm")]
+    custom = [n for n in exported.graph.node if n.domain == "torchtrt_ext"]
+    assert [n.op_type for n in custom] == ["DeformConv2d", "L2Norm", "L2Norm"]
+    assert all({"plugin_version", "plugin_namespace"} <= {a.name for a in n.attribute} for n in custom)
+    onnx.checker.check_model(exported, full_check=True)
+    (got,) = run_onnx(exported, {"x": x})  # no pass: onnxruntime runs the functions' bodies
+    with torch.no_grad():
+        assert rel_err(got, model(x)) < 1e-5
+    plain = torchtrt_ext.export_onnx(model, (x,), exporter=exporter, functions=False)
+    assert not plain.functions and [n.op_type for n in plain.graph.node if n.domain] == [n.op_type for n in custom]

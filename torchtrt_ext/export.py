@@ -2,7 +2,9 @@
 
 ``exporter="auto"`` uses the dynamo exporter (``torch.export``-based, PyTorch's default since 2.9 and the one
 that will stay) and, if it fails on this model, logs why and retries with the legacy TorchScript exporter.
-The exporter used is stored in the model's metadata (``torchtrt_ext.exporter``).
+The exporter used is stored in the model's metadata (``torchtrt_ext.exporter``). Each custom op type the model uses
+gets its decomposition as one ONNX model-local function (``passes.functions.add_functions``), so the one file runs on
+any ONNX runtime and still takes the plugin where one is loaded.
 
 A model that runs a user's ``torch.autograd.Function`` with a ``symbolic`` (a team's existing custom op, whose
 ``symbolic`` emits its plugin's node) is exported by the legacy exporter, the only one that calls ``symbolic``: the
@@ -31,6 +33,7 @@ from torchtrt_ext.errors import ExportError, InvalidInputError, failure
 from torchtrt_ext.ops._torch_op import custom_translation_table
 from torchtrt_ext.ops.spec import DOMAIN, DOMAIN_VERSION
 from torchtrt_ext.passes.onnx_util import OUTPUT_TREE_KEY
+from torchtrt_ext.passes.functions import add_functions
 from torchtrt_ext.passes.shapes import infer_shapes, too_big, weightless
 
 log = logging.getLogger("torchtrt_ext")
@@ -174,12 +177,13 @@ def _export_legacy(model: torch.nn.Module, inputs: tuple, names: list[str], outs
 
 def export_onnx(model: torch.nn.Module, example_inputs: Any, path: str | os.PathLike | None = None, *,
                 dynamic_shapes: DynamicShapes | None = None, exporter: str = "auto",
-                opset: int | None = None) -> onnx.ModelProto:
+                opset: int | None = None, functions: bool = True) -> onnx.ModelProto:
     """Export ``model`` to ONNX with custom ops as torchtrt_ext nodes; write it to ``path`` when given.
 
     ``dynamic_shapes`` maps input names to ``{dim: symbol}`` (default None: dim 0 of every input is "batch";
     ``{}``: all static). ``exporter``: "auto" (dynamo, falling back to legacy), "dynamo" or "legacy".
-    ``opset``: default 18.
+    ``opset``: default 18. ``functions``: store each custom op's decomposition as a model-local function, once per
+    op type (default True; False writes the custom nodes alone).
     """
     if not isinstance(model, torch.nn.Module):
         raise InvalidInputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -192,10 +196,10 @@ def export_onnx(model: torch.nn.Module, example_inputs: Any, path: str | os.Path
     dynamic = _default_dynamic(names, inputs) if dynamic_shapes is None else dynamic_shapes
     _check_args(exporter, opset, dynamic, names, inputs)
     opset = opset or DEFAULT_OPSET
-    with torch.no_grad(), _functions_with_symbolic() as functions:
+    with torch.no_grad(), _functions_with_symbolic() as symbolic_functions:
         eager = model(*inputs)
     outs, tree = output_names(eager), output_tree(eager)
-    order = _exporters_for(exporter, functions, opset)
+    order = _exporters_for(exporter, symbolic_functions, opset)
     errors = []
     for which in order:
         if which == "legacy" and opset not in LEGACY_OPSETS:
@@ -216,7 +220,7 @@ def export_onnx(model: torch.nn.Module, example_inputs: Any, path: str | os.Path
         log.warning("%s; exported with the legacy TorchScript exporter instead, which records the path the example "
                     "inputs took: data-dependent control flow (an 'if' or loop on tensor values) is fixed to that "
                     "branch", errors[0])
-    onnx_model = _finish(onnx_model, which, tree)
+    onnx_model = _finish(onnx_model, which, tree, functions)
     if path is not None:
         save_onnx(onnx_model, path)
     return onnx_model
@@ -297,14 +301,16 @@ def _exporter_failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {cause[:300]}".rstrip(": ")
 
 
-def _finish(model: onnx.ModelProto, exporter: str, tree: dict[str, Any]) -> onnx.ModelProto:
-    """Ensure the custom opset import, fill shapes through custom nodes, tag the exporter and the output tree (a build
-    from the file returns what the model did), check the model."""
+def _finish(model: onnx.ModelProto, exporter: str, tree: dict[str, Any], functions: bool) -> onnx.ModelProto:
+    """Ensure the custom opset import, fill shapes through custom nodes, add the ops' functions, tag the exporter and
+    the output tree (a build from the file returns what the model did), check the model."""
     uses_custom = any(n.domain == DOMAIN for n in model.graph.node)
     domains = {e.domain for e in model.opset_import}
     if uses_custom and DOMAIN not in domains:
         model.opset_import.append(onnx.helper.make_opsetid(DOMAIN, DOMAIN_VERSION))
     model = infer_shapes(model)
+    if functions:
+        add_functions(model)
     onnx.helper.set_model_props(model, {**{p.key: p.value for p in model.metadata_props},
                                         "torchtrt_ext.exporter": exporter,
                                         OUTPUT_TREE_KEY: json.dumps(tree, sort_keys=True, separators=(",", ":"))})

@@ -44,6 +44,7 @@ from torchtrt_ext.errors import (
 )
 from torchtrt_ext.ops.spec import DOMAIN, PROVIDER_OURS, PROVIDER_TENSORRT, PluginRef, registered_ops
 from torchtrt_ext.passes import bind_plugin_namespaces, complete_optional_inputs, decompose_custom_ops
+from torchtrt_ext.passes.functions import strip_functions
 from torchtrt_ext.passes.onnx_util import custom_nodes, node_attr
 
 log = logging.getLogger("torchtrt_ext.backend")
@@ -243,9 +244,12 @@ def plan_from_metadata(metadata: EngineMetadata) -> PluginPlan:
 
 
 def prepare_graph(model: onnx.ModelProto, plan: PluginPlan) -> onnx.ModelProto:
-    """The graph to parse: the ops the plan decomposes replaced by standard ops; with Python plugins, every optional
-    input present (a tensorrt.plugin has a fixed input count: absent ones become empty placeholders); nodes naming
-    the plugin namespace of the planned plugin (ours, for an op bound to TensorRT's where that is absent)."""
+    """The graph to parse: the ops the plan runs as plugins without their ONNX functions (a parser that prefers a
+    function over a registered plugin cannot take it), the ops it decomposes inlined with theirs; with Python plugins,
+    every optional input present (a tensorrt.plugin has a fixed input count: absent ones become empty placeholders);
+    nodes naming the plugin namespace of the planned plugin (ours, for an op bound to TensorRT's where that is
+    absent)."""
+    model = strip_functions(model, {op.op_type for op in plan.ops if op.route != "decompose"})
     model = bind_plugin_namespaces(model, {op.op_type: op.plugin.namespace for op in plan.ops
                                            if op.route != "decompose"})
     decomposed = plan.op_types("decompose")

@@ -29,8 +29,12 @@ def run(args: argparse.Namespace) -> tuple[int, Any, str]:
     started = time.monotonic()
     with ticking(f"exporting {args.model}", enabled=not args.quiet):
         onnx_model = torchtrt_ext.export_onnx(model, examples, exporter=args.exporter, opset=args.opset,
-                                              dynamic_shapes={} if args.static else None)
+                                              dynamic_shapes={} if args.static else None,
+                                              functions=not args.no_functions)
     onnx_model = pipeline(onnx_model, fuse=not args.no_fuse)
+    if not args.no_functions:  # after the fusion, so the L2Norm nodes it made get their function too
+        from torchtrt_ext.passes.functions import add_functions
+        add_functions(onnx_model)
     save_onnx(onnx_model, output)
     custom = custom_nodes(onnx_model)
     props = {p.key: p.value for p in onnx_model.metadata_props}
@@ -55,5 +59,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], **kw: A
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--no-fuse", action="store_true", help="write the export as it is, without the fusion passes "
                    "compile() runs (L2 normalization patterns -> L2Norm nodes)")
+    p.add_argument("--no-functions", action="store_true", help="write the custom nodes without their decompositions "
+                   "as ONNX functions (then only a runtime with the plugins runs the file)")
     add_common(p)
     p.set_defaults(handler=run)

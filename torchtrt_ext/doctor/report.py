@@ -46,6 +46,7 @@ from torchtrt_ext.doctor import trt_op_support as table
 from torchtrt_ext.doctor.nms_patterns import REMEDY as NMS_REMEDY
 from torchtrt_ext.doctor.nms_patterns import find_nms_patterns
 from torchtrt_ext.passes import graph_check
+from torchtrt_ext.passes.functions import function_status, strip_functions
 from torchtrt_ext.passes.onnx_util import (
     STANDARD_DOMAINS,
     OnnxSource,
@@ -414,6 +415,36 @@ def _nms_findings(model: onnx.ModelProto, backend: str) -> list[Finding]:
             for p in find_nms_patterns(model)]
 
 
+def _function_findings(model: onnx.ModelProto, backend: str) -> list[Finding]:
+    """Each torchtrt_ext op's ONNX function against the op's own body: missing where the file carries the functions of
+    other ops (a file with none is the ``--no-functions`` form, named nowhere), or altered (a runtime running the body
+    computes something else: a problem); on TensorRT-RTX, a body with NonMaxSuppression, which RTX parses but cannot
+    build (only the plugin runs the op there)."""
+    remedy = "re-export (torchtrt_ext.export_onnx / torchtrt-ext export write the functions), or add them: " \
+             "torchtrt_ext.passes.functions.add_functions(model)"
+    bodies = {f.name: f for f in model.functions if f.domain == DOMAIN}
+    findings = []
+    for op_type, status in function_status(model).items():
+        node = f"<{op_type} function>"
+        if status == "missing" and bodies:
+            findings.append(Finding(node, op_type, DOMAIN, "function missing", False, "the file holds no ONNX function "
+                                    f"for {op_type}: a runtime without the plugin cannot run its nodes", (remedy,)))
+        elif status == "altered":
+            findings.append(Finding(node, op_type, DOMAIN, "function altered", True, f"the file's ONNX function for "
+                                    f"{op_type} differs from the op's own decomposition: a runtime without the plugin "
+                                    "would compute something else", (remedy,)))
+        elif status.startswith("none possible"):
+            findings.append(Finding(node, op_type, DOMAIN, "no function", False, f"{op_type} has no ONNX function "
+                                    f"({status[len('none possible: '):]}): only its plugin or "
+                                    "passes.decompose_custom_ops runs it"))
+        if (backend == "tensorrt_rtx" and op_type in bodies
+                and any(n.op_type == "NonMaxSuppression" for n in bodies[op_type].node)):
+            findings.append(Finding(node, op_type, DOMAIN, "function not buildable", False, "TensorRT-RTX parses the "
+                                    "function's NonMaxSuppression but cannot build it: there the op needs its plugin "
+                                    "(our C++ plugin library)"))
+    return findings
+
+
 def _table_findings(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> list[Finding]:
     findings = []
     for node in nodes:
@@ -473,6 +504,9 @@ def report(model: OnnxSource, backend: str = "tensorrt", *, checker: str = "auto
     if checker not in CHECKERS:
         raise InvalidInputError(failure(f"checker={checker!r} is not a checker", f"one of {CHECKERS}",
                                         "pass checker='auto'"))
+    functions = _function_findings(model, backend)
+    # our ops' function bodies are checked against the ops' own above; as graph nodes they are not the model's
+    model = strip_functions(model, {f.name for f in model.functions if f.domain == DOMAIN})
     custom = non_standard_nodes(model)
     libraries, user_served = _user_libraries(plugin_libraries, custom, backend)
     custom_ids = {id(n) for n in custom}
@@ -508,7 +542,8 @@ def report(model: OnnxSource, backend: str = "tensorrt", *, checker: str = "auto
     native = collections.Counter(n.op_type for n in standard if (n.name or f"<unnamed {n.op_type}>") not in rejected)
     result = DoctorReport(backend, checked_with, len(list(all_nodes(model))), opset,
                           _one_row_per_node(findings + _nms_findings(model, backend)
-                                            + _custom_findings(custom, backend, routes, user_served)),
+                                            + _custom_findings(custom, backend, routes, user_served)
+                                            + functions),
                           dict(sorted(native.items())), routes, libraries)
     LOGGER.info("doctor: %d problem(s) for %s (checked with %s)", len(result.problems), backend, checked_with)
     return result

@@ -10,6 +10,8 @@ from torchtrt_ext.ops.spec import (
     PROVIDER_OURS,
     PROVIDER_TENSORRT,
     Attr,
+    AttrRef,
+    BakedAttributeError,
     Buffer,
     Decomposer,
     OpSpec,
@@ -22,6 +24,6 @@ from torchtrt_ext.ops.deform_conv2d import deform_conv2d
 from torchtrt_ext.ops.efficient_nms import efficient_nms
 from torchtrt_ext.ops.l2norm import l2norm
 
-__all__ = ["DOMAIN", "PROVIDER_OURS", "PROVIDER_TENSORRT", "Attr", "Buffer", "CustomOp", "Decomposer", "OpSpec",
-           "PluginRef", "define_op", "deform_conv2d", "efficient_nms", "finite_positive", "get_op", "l2norm",
-           "registered_ops"]
+__all__ = ["DOMAIN", "PROVIDER_OURS", "PROVIDER_TENSORRT", "Attr", "AttrRef", "BakedAttributeError", "Buffer",
+           "CustomOp", "Decomposer", "OpSpec", "PluginRef", "define_op", "deform_conv2d", "efficient_nms",
+           "finite_positive", "get_op", "l2norm", "registered_ops"]

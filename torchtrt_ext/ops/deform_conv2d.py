@@ -218,13 +218,14 @@ def _decompose(d: Decomposer, inputs: list[str], outputs: list[str], stride: _Pa
                dilation: _Pair, groups: int, offset_groups: int) -> None:
     """Gather-based: sampling positions from Range + offsets, four GatherND corners with explicit masks, MatMul.
 
-    Every size comes from Shape at run time (dynamic batch and spatial dims work); math in FP32.
+    Every size comes from Shape at run time (dynamic batch and spatial dims work), the kernel size from the weight's,
+    and every attribute enters as a tensor (``d.const``), so the same nodes serve every node of the op as its ONNX
+    function; math in FP32.
     """
     x_in, off_in, w_in = inputs[:3]
     bias = inputs[3] if len(inputs) > 3 and inputs[3] else None
     mask = inputs[4] if len(inputs) > 4 and inputs[4] else None
     i64, f32 = np.int64, 1  # onnx.TensorProto.FLOAT
-    og = offset_groups
 
     def dim(tensor: str, axis: int) -> str:  # a [1] int64 tensor holding tensor.shape[axis]
         return d.op("Shape", tensor, start=axis, end=axis + 1)
@@ -232,10 +233,15 @@ def _decompose(d: Decomposer, inputs: list[str], outputs: list[str], stride: _Pa
     def cat(*parts: str) -> str:
         return d.op("Concat", *parts, axis=0)
 
-    def arange(size: str, scale: int, shift: int) -> str:  # float32 [size]: i * scale + shift
-        r = d.op("Range", d.const(0, i64), d.op("Squeeze", size, d.const([0], i64)), d.const(1, i64))
-        return d.op("Add", d.op("Mul", d.op("Cast", r, to=f32), d.const(float(scale))), d.const(float(shift)))
+    def pick(pair: str, index: int) -> str:  # a 0-D float32 tensor: element ``index`` of a [2] attribute tensor
+        return d.op("Gather", pair, d.const(index, i64), axis=0)
 
+    def arange(size: str, scale: str, shift: str | None = None) -> str:  # float32 [size]: i * scale + shift
+        r = d.op("Range", d.const(0, i64), d.op("Squeeze", size, d.const([0], i64)), d.const(1, i64))
+        scaled = d.op("Mul", d.op("Cast", r, to=f32), scale)
+        return scaled if shift is None else d.op("Sub", scaled, shift)
+
+    strides, pads, dilations = (d.const(v, np.float32) for v in (stride, padding, dilation))
     x = d.op("Cast", x_in, to=f32)
     off = d.op("Cast", off_in, to=f32)
     w = d.op("Cast", w_in, to=f32)
@@ -244,12 +250,12 @@ def _decompose(d: Decomposer, inputs: list[str], outputs: list[str], stride: _Pa
     c_out, kh, kw = dim(w_in, 0), dim(w_in, 2), dim(w_in, 3)
     k = d.op("Mul", kh, kw)
     one = d.const([1], i64)
-    og_t = d.const([og], i64)
+    og_t = d.const([offset_groups], i64)
     # base sampling positions per tap and output pixel: [K, Ho, Wo]
-    oy = d.op("Reshape", arange(ho, stride[0], -padding[0]), cat(one, one, ho, one))
-    ox = d.op("Reshape", arange(wo, stride[1], -padding[1]), cat(one, one, one, wo))
-    ky = d.op("Reshape", arange(kh, dilation[0], 0), cat(kh, one, one, one))
-    kx = d.op("Reshape", arange(kw, dilation[1], 0), cat(one, kw, one, one))
+    oy = d.op("Reshape", arange(ho, pick(strides, 0), pick(pads, 0)), cat(one, one, ho, one))
+    ox = d.op("Reshape", arange(wo, pick(strides, 1), pick(pads, 1)), cat(one, one, one, wo))
+    ky = d.op("Reshape", arange(kh, pick(dilations, 0)), cat(kh, one, one, one))
+    kx = d.op("Reshape", arange(kw, pick(dilations, 1)), cat(one, kw, one, one))
     grid = cat(kh, kw, ho, wo)
     tap_grid = cat(one, one, k, ho, wo)
     base_y = d.op("Reshape", d.op("Expand", d.op("Add", ky, oy), grid), tap_grid)

@@ -44,6 +44,7 @@ BOX_CODINGS = {"xyxy": 0, "cxcywh": 1}
 _BLOCK = 512  # candidates resolved together by the eager greedy pass (one [B, BLOCK, BLOCK] IoU matrix)
 _FLOAT = 1  # onnx.TensorProto.FLOAT
 _INT32 = 6  # onnx.TensorProto.INT32
+_BOOL = 9  # onnx.TensorProto.BOOL
 
 
 def _unit_interval(value: float) -> bool:
@@ -181,37 +182,48 @@ def _shape_rule(shapes: list[Shape], dtypes: list[torch.dtype], max_output_boxes
 def _decompose(d: Decomposer, inputs: list[str], outputs: list[str], score_threshold: float, iou_threshold: float,
                max_output_boxes: int, background_class: int, score_activation: int, class_agnostic: int,
                box_coding: int) -> None:
-    """ONNX NonMaxSuppression, then a per-image top-K of the selected scores, padded to the fixed-size outputs."""
+    """ONNX NonMaxSuppression, then a per-image top-K of the selected scores, padded to the fixed-size outputs.
+
+    Every attribute enters as a tensor (``d.const``) and the structural ones (score activation, box coding, class
+    agnostic) select with ``Where`` on a scalar condition, so the same nodes serve every node of the op as its ONNX
+    function; once inlined, each condition is a constant.
+    """
+    def flag(value: int) -> str:  # a 0/1 attribute as a bool scalar
+        return d.op("Cast", d.const(value, np.int64), to=_BOOL)
+
     boxes, scores = (d.op("Cast", name, to=_FLOAT) for name in inputs)
-    if box_coding == 1:
-        center = d.op("Slice", boxes, d.const([0], np.int64), d.const([2], np.int64), d.const([2], np.int64))
-        size = d.op("Slice", boxes, d.const([2], np.int64), d.const([4], np.int64), d.const([2], np.int64))
-        half = d.op("Mul", size, d.const(0.5))
-        boxes = d.op("Concat", d.op("Sub", center, half), d.op("Add", center, half), axis=2)
-    if score_activation:
-        scores = d.op("Sigmoid", scores)
+    center = d.op("Slice", boxes, d.const([0], np.int64), d.const([2], np.int64), d.const([2], np.int64))
+    size = d.op("Slice", boxes, d.const([2], np.int64), d.const([4], np.int64), d.const([2], np.int64))
+    half = d.op("Mul", size, d.const(0.5))
+    corners = d.op("Concat", d.op("Sub", center, half), d.op("Add", center, half), axis=2)
+    boxes = d.op("Where", flag(box_coding), corners, boxes)
+    scores = d.op("Where", flag(score_activation), d.op("Sigmoid", scores), scores)
     dims = d.op("Shape", scores)  # [B, A, C]
     batch, anchors, classes = (d.op("Slice", dims, d.const([i], np.int64), d.const([i + 1], np.int64))
                                for i in range(3))
     pairs = d.op("Mul", anchors, classes)
-    if background_class >= 0:
-        class_ids = d.op("Range", d.const(0, np.int64), d.op("Squeeze", classes), d.const(1, np.int64))
-        scores = d.op("Where", d.op("Equal", class_ids, d.const(background_class, np.int64)),
-                      d.const(float("-inf")), scores)
+    class_ids = d.op("Range", d.const(0, np.int64), d.op("Squeeze", classes), d.const(1, np.int64))
+    scores = d.op("Where", d.op("Equal", class_ids, d.const(background_class, np.int64)),  # -1 matches no class
+                  d.const(float("-inf")), scores)
     flat_scores = d.op("Reshape", scores, d.op("Concat", batch, pairs, axis=0))  # [B, A*C], pair p = a*C + c
     k = d.const([max_output_boxes], np.int64)
-    nms_args = (d.const([iou_threshold]), d.const([score_threshold]))
-    if class_agnostic:  # one "class" whose candidates are the (anchor, class) pairs, each with its anchor's box
-        pair_boxes = d.op("Reshape", d.op("Expand", d.op("Unsqueeze", boxes, d.const([2], np.int64)),
-                                          d.op("Concat", batch, anchors, classes, d.const([4], np.int64), axis=0)),
-                          d.op("Concat", batch, pairs, d.const([4], np.int64), axis=0))
-        selected = d.op("NonMaxSuppression", pair_boxes, d.op("Unsqueeze", flat_scores, d.const([1], np.int64)), k,
-                        *nms_args)
-        pair = d.op("Gather", selected, d.const(2, np.int64), axis=1)
-    else:
-        selected = d.op("NonMaxSuppression", boxes, d.op("Transpose", scores, perm=[0, 2, 1]), k, *nms_args)
-        anchor = d.op("Gather", selected, d.const(2, np.int64), axis=1)
-        pair = d.op("Add", d.op("Mul", anchor, classes), d.op("Gather", selected, d.const(1, np.int64), axis=1))
+    agnostic, one = flag(class_agnostic), d.const([1], np.int64)
+    # NMS classes G and boxes per anchor R: class-agnostic, one class whose candidates are the pairs, each with its
+    # anchor's box (G=1, R=C); else C classes over the A boxes (G=C, R=1), the scores in class-major order c*A + a.
+    groups = d.op("Where", agnostic, one, classes)
+    repeat = d.op("Where", agnostic, classes, one)
+    position = d.op("Range", d.const(0, np.int64), d.op("Squeeze", pairs), d.const(1, np.int64))
+    class_major = d.op("Add", d.op("Mul", d.op("Mod", position, anchors), classes), d.op("Div", position, anchors))
+    nms_scores = d.op("Reshape", d.op("Gather", flat_scores, d.op("Where", agnostic, position, class_major), axis=1),
+                      d.op("Concat", batch, groups, d.op("Div", pairs, groups), axis=0))
+    nms_boxes = d.op("Reshape", d.op("Expand", d.op("Unsqueeze", boxes, d.const([2], np.int64)),
+                                     d.op("Concat", batch, anchors, repeat, d.const([4], np.int64), axis=0)),
+                     d.op("Concat", batch, d.op("Mul", anchors, repeat), d.const([4], np.int64), axis=0))
+    selected = d.op("NonMaxSuppression", nms_boxes, nms_scores, k, d.const([iou_threshold]),
+                    d.const([score_threshold]))
+    # the selected (class g, box i) as the pair index: i with G=1, i*C + g with G=C
+    pair = d.op("Add", d.op("Mul", d.op("Gather", selected, d.const(2, np.int64), axis=1), groups),
+                d.op("Gather", selected, d.const(1, np.int64), axis=1))
     where = d.op("Concat", d.op("Gather", selected, d.const([0], np.int64), axis=1),
                  d.op("Unsqueeze", pair, d.const([1], np.int64)), axis=1)  # [N, 2]: (image, pair)
     # Every selected score scattered into a [B, A*C + K] row of -inf (K spare columns: TopK always has K entries);

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from torchtrt_ext.errors import InvalidAttributeError, InvalidInputError
@@ -39,8 +40,12 @@ def _shape_rule(shapes: list[Shape], dtypes: list[torch.dtype], axis: int,
 
 
 def _decompose(d: Decomposer, inputs: list[str], outputs: list[str], axis: int, eps: float) -> None:
+    """The sum of squares over ``axis`` as the first element of a reverse CumSum (its axis is a 0-D input, the Gather's
+    an attribute, so both take the node's ``axis`` in the ONNX function; a Reduce* needs its axes as a 1-D constant,
+    which TensorRT-RTX's parser only takes from a Constant node that cannot hold an int attribute)."""
     x32 = d.op("Cast", inputs[0], to=1)  # FLOAT: accumulate in FP32 whatever the input type
-    norm = d.reduce("ReduceL2", x32, [axis], keepdims=True)
+    sums = d.op("CumSum", d.op("Mul", x32, x32), d.const(axis, np.int64), reverse=1)
+    norm = d.op("Sqrt", d.op("Gather", sums, d.const([0], np.int64), axis=axis))  # keeps the axis, size 1
     y32 = d.op("Div", x32, d.op("Max", norm, d.const(eps)))
     d.op("CastLike", y32, inputs[0], out=outputs[0])
 

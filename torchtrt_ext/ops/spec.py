@@ -117,9 +117,57 @@ def finite_positive(value: float) -> bool:
     return math.isfinite(value) and value > 0
 
 
+class BakedAttributeError(OpDefinitionError):
+    """A decomposition used an attribute's value in Python (``if``, arithmetic, ``int()``), so it cannot be an ONNX
+    function body that serves every node of the op: each node's attributes are only known when it is inlined."""
+
+
+_REF_KINDS: dict[str, tuple[Any, str, Any]] = {  # attribute kind -> (AttributeProto type, Constant field, numpy type)
+    "int": (onnx.AttributeProto.INT, "value_int", np.int64),
+    "float": (onnx.AttributeProto.FLOAT, "value_float", np.float32),
+    "ints": (onnx.AttributeProto.INTS, "value_ints", np.int64),
+    "floats": (onnx.AttributeProto.FLOATS, "value_floats", np.float32),
+    "str": (onnx.AttributeProto.STRING, "value_string", None)}
+
+
+ATTRIBUTE_TYPES: dict[str, Any] = {kind: proto_type for kind, (proto_type, _, _) in _REF_KINDS.items()}
+"""The ONNX AttributeProto type of each attribute kind."""
+
+
+class AttrRef:
+    """An op attribute inside a function body: the calling node's value, known only when the node is inlined.
+
+    A decomposition gets one per attribute when the op's function is generated; ``Decomposer.const`` turns it into a
+    tensor and ``Decomposer.op`` passes it on as a node attribute. Anything else (a comparison, ``int()``, indexing)
+    raises ``BakedAttributeError``: the value would be baked into a body shared by every node of the op.
+    """
+
+    def __init__(self, name: str, kind: AttrKind) -> None:
+        self.name, self.kind = name, kind
+
+    def __repr__(self) -> str:
+        return f"AttrRef({self.name!r}, {self.kind!r})"
+
+    def _baked(self, *_: Any) -> Any:
+        raise BakedAttributeError(
+            f"attribute {self.name!r} is used as a Python value in the decomposition (a branch, arithmetic or a "
+            "conversion on it), so its function body would hold one node's value",
+            remedy=f"compute with d.const({self.name}) (a tensor) and standard ops instead, or accept that the op has "
+                   "no ONNX function (its nodes then need the plugin or passes.decompose_custom_ops)")
+
+    __bool__ = __int__ = __float__ = __index__ = __iter__ = __len__ = __getitem__ = __hash__ = _baked
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _baked
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __neg__ = __truediv__ = __floordiv__ = _baked
+    __mod__ = __pow__ = __and__ = __or__ = __contains__ = _baked
+
+
 @dataclasses.dataclass
 class Decomposer:
-    """Builds the standard-ONNX nodes that replace one custom node (see ``OpSpec.decompose``)."""
+    """Builds the standard-ONNX nodes that replace one custom node (see ``OpSpec.decompose``).
+
+    Attributes reach a decomposition as Python values or, when the op's ONNX function is generated, as ``AttrRef``s:
+    turn them into tensors with ``const`` (both work) rather than branching on them in Python.
+    """
 
     opset: int
     prefix: str
@@ -128,7 +176,7 @@ class Decomposer:
 
     def _fresh(self) -> str:
         self._count += 1
-        return f"{self.prefix}/_{self._count}"
+        return f"{self.prefix}/_{self._count}" if self.prefix else f"_{self._count}"
 
     def op(self, op_type: str, *inputs: str, out: str | None = None, **attrs: Any) -> str:
         """Append one single-output node and return its output name (``out`` when given)."""
@@ -136,22 +184,43 @@ class Decomposer:
 
     def op_outputs(self, op_type: str, *inputs: str, count: int, outs: Sequence[str] | None = None,
                    **attrs: Any) -> list[str]:
-        """Append one node with ``count`` outputs (named ``outs`` when given) and return their names."""
+        """Append one node with ``count`` outputs (named ``outs`` when given) and return their names; an ``AttrRef``
+        attribute value becomes a reference to the calling node's attribute."""
         outputs = list(outs) if outs is not None else [self._fresh() for _ in range(count)]
-        name = f"{self.prefix}/{op_type}{self._fresh().rsplit('/', 1)[1]}"
-        self.nodes.append(helper.make_node(op_type, list(inputs), outputs, name=name, **attrs))
+        name = f"{self.prefix}/{op_type}" if self.prefix else op_type
+        name += self._fresh().rsplit("/", 1)[-1]
+        plain = {k: v for k, v in attrs.items() if not isinstance(v, AttrRef)}
+        node = helper.make_node(op_type, list(inputs), outputs, name=name, **plain)
+        node.attribute.extend(helper.make_attribute_ref(k, _REF_KINDS[v.kind][0], ref_attr_name=v.name)
+                              for k, v in attrs.items() if isinstance(v, AttrRef))
+        self.nodes.append(node)
         return outputs
 
     def const(self, value: Any, dtype: Any = np.float32) -> str:
-        """A Constant node holding ``value`` (scalar or array) as ``dtype``; returns its output name."""
+        """A tensor holding ``value`` as ``dtype``: a scalar or array, an ``AttrRef`` (0-D for int/float, 1-D for
+        ints/floats), or a list mixing numbers and int/float ``AttrRef``s (1-D); returns its name."""
+        if isinstance(value, AttrRef):
+            field, natural = _REF_KINDS[value.kind][1:]
+            attrs: dict[str, Any] = {field: value}
+            tensor = self.op("Constant", **attrs)
+            return tensor if natural is None or np.dtype(natural) == np.dtype(dtype) else \
+                self.op("Cast", tensor, to=helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))
+        if isinstance(value, (list, tuple)) and any(isinstance(v, AttrRef) for v in value):
+            axis = self.const([0], np.int64)
+            parts = [self.op("Unsqueeze", self.const(v, dtype), axis) for v in value]
+            return parts[0] if len(parts) == 1 else self.op("Concat", *parts, axis=0)
         array = np.asarray(value, dtype=dtype)
         return self.op("Constant", value=onnx.numpy_helper.from_array(array, name=self._fresh()))
 
-    def reduce(self, op_type: str, x: str, axes: Sequence[int], keepdims: bool = True, out: str | None = None) -> str:
+    def reduce(self, op_type: str, x: str, axes: Sequence[int] | AttrRef, keepdims: bool = True,
+               out: str | None = None) -> str:
         """A Reduce* node over ``axes``, as an attribute before opset 18 (13 for ReduceSum) and an input after."""
         axes_as_input = self.opset >= (13 if op_type == "ReduceSum" else 18)
         if axes_as_input:
-            return self.op(op_type, x, self.const(list(axes), np.int64), out=out, keepdims=int(keepdims))
+            return self.op(op_type, x, self.const(axes, np.int64), out=out, keepdims=int(keepdims))
+        if isinstance(axes, AttrRef) or any(isinstance(a, AttrRef) for a in axes):
+            raise BakedAttributeError(f"{op_type} takes its axes as an attribute before opset 18: an attribute of "
+                                      "the op cannot reach it", remedy="export with opset >= 18")
         return self.op(op_type, x, out=out, axes=list(axes), keepdims=int(keepdims))
 
 

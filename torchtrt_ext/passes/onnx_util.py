@@ -107,8 +107,8 @@ def node_attr(node: onnx.NodeProto, name: str, default: str) -> str:
 def non_standard_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
     """Nodes the ONNX parser would hand to its plugin importer: any domain other than the standard one, or a
     standard-domain op type ONNX does not define. Calls of model-local functions are fine (the parser inlines them;
-    their bodies are checked instead)."""
-    local = {(f.domain, f.name) for f in model.functions}
+    their bodies are checked instead), except torchtrt_ext nodes: a build runs them as planned (plugin or body)."""
+    local = {(f.domain, f.name) for f in model.functions if f.domain != DOMAIN}
     return [node for node in all_nodes(model) if (node.domain, node.op_type) not in local
             and (not is_standard_domain(node.domain) or not onnx.defs.has(node.op_type))]
 
