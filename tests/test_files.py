@@ -115,3 +115,37 @@ def test_failed_export_write_leaves_the_old_file_whole(tmp_path: Path) -> None:
     assert target.read_bytes() == before
     onnx.checker.check_model(str(target))
     assert [p.name for p in tmp_path.iterdir()] == ["model.onnx"]  # no temporary file left behind
+
+
+@pytest.mark.parametrize(("umask", "expected"), [(0o022, 0o755), (0o077, 0o700)])
+def test_plugin_library_copy_follows_the_umask(tmp_path: Path, umask: int, expected: int) -> None:
+    """A copied library keeps its execute bits as ``cp`` does, masked by the umask (issue 33, item 11)."""
+    lib = tmp_path / "build" / "libtorchtrt_ext_plugins.so"
+    lib.parent.mkdir()
+    lib.write_bytes(b"\x7fELF fake library")
+    (lib.parent / "libtorchtrt_ext_plugins_autoload.so").write_bytes(b"\x7fELF fake autoload")
+    for source in lib.parent.iterdir():
+        source.chmod(0o755)
+    old = os.umask(umask)
+    try:
+        repo = deploy.triton_repository(make_engine(), tmp_path / "models", "det", max_batch_size=4,
+                                        plugin_library=lib, print_command=False)
+    finally:
+        os.umask(old)
+    assert repo.plugin_files and {_mode(p) for p in repo.plugin_files} == {expected}
+
+
+def test_replaced_plugin_library_keeps_its_mode(tmp_path: Path, umask_022: None) -> None:
+    lib = tmp_path / "build" / "libtorchtrt_ext_plugins.so"
+    lib.parent.mkdir()
+    lib.write_bytes(b"\x7fELF new library")
+    (lib.parent / "libtorchtrt_ext_plugins_autoload.so").write_bytes(b"\x7fELF new autoload")
+    lib.chmod(0o755)
+    model_dir = tmp_path / "models" / "det"
+    model_dir.mkdir(parents=True)
+    old = model_dir / lib.name
+    old.write_bytes(b"old")
+    old.chmod(0o700)
+    deploy.triton_repository(make_engine(), tmp_path / "models", "det", max_batch_size=4, plugin_library=lib,
+                             print_command=False)
+    assert _mode(old) == 0o700 and old.read_bytes() == b"\x7fELF new library"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import stat
 import tempfile
 from collections.abc import Callable
@@ -45,11 +46,12 @@ def _resolved(target: Path) -> Path:
     return Path(os.path.realpath(target)) if target.is_symlink() else target
 
 
-def _mode_for(target: Path) -> int:
+def _mode_for(target: Path, new_mode: int = 0o666) -> int:
+    """The mode a write gives ``target``: the one it has when it exists, else ``new_mode`` masked by the umask."""
     try:
         return stat.S_IMODE(os.stat(target).st_mode)
     except FileNotFoundError:
-        return 0o666 & ~current_umask()
+        return new_mode & ~current_umask()
 
 
 def _writable(path: str | os.PathLike[str]) -> Path:
@@ -62,17 +64,17 @@ def _writable(path: str | os.PathLike[str]) -> Path:
     return target
 
 
-def _publish(tmp: str | os.PathLike[str], target: Path) -> None:
+def _publish(tmp: str | os.PathLike[str], target: Path, new_mode: int = 0o666) -> None:
     """Give the finished temporary file ``tmp`` the target's mode and move it over ``target`` in one rename."""
-    os.chmod(tmp, _mode_for(target))
+    os.chmod(tmp, _mode_for(target, new_mode))
     os.replace(tmp, target)
 
 
-def atomic_write(path: str | os.PathLike[str], data: Union[bytes, Writer]) -> Path:
+def atomic_write(path: str | os.PathLike[str], data: Union[bytes, Writer], *, new_mode: int = 0o666) -> Path:
     """Write ``data`` (bytes, or a function writing to a binary file) to ``path`` atomically; return the path.
 
     The folder must exist (``InvalidInputError`` naming it otherwise): a mistyped ``-o`` folder is an error, not a
-    reason to create folders.
+    reason to create folders. A new file gets ``new_mode`` masked by the umask; a replaced one keeps its mode.
     """
     target = _writable(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -84,12 +86,20 @@ def atomic_write(path: str | os.PathLike[str], data: Union[bytes, Writer]) -> Pa
                 data(handle)
             handle.flush()
             os.fsync(handle.fileno())
-        _publish(tmp, target)
+        _publish(tmp, target, new_mode)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
     return target
+
+
+def atomic_copy(source: str | os.PathLike[str], path: str | os.PathLike[str]) -> Path:
+    """Copy ``source`` to ``path`` atomically, with the mode ``cp`` gives: a new file the source's mode masked by the
+    umask (a library stays executable, a umask of 077 keeps it private), a replaced file its own mode."""
+    with open(source, "rb") as handle:
+        return atomic_write(path, lambda out: shutil.copyfileobj(handle, out),
+                            new_mode=stat.S_IMODE(os.stat(source).st_mode))
 
 
 def save_onnx(model: onnx.ModelProto, path: str | os.PathLike[str]) -> Path:

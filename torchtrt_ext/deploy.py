@@ -25,14 +25,13 @@ import dataclasses
 import logging
 import os
 import shlex
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Union
 
 import onnx
 
-from torchtrt_ext._files import atomic_write, save_onnx
+from torchtrt_ext._files import atomic_copy, atomic_write, save_onnx
 from torchtrt_ext.backend.engine import Engine, EngineMetadata, TensorInfo, is_engine_file
 from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, failure
 from torchtrt_ext.ops.spec import DOMAIN
@@ -327,7 +326,7 @@ def triton_repository(engine: EngineSource, path: str | os.PathLike[str], name: 
         for source in plugins.files:
             target = model_dir / source.name
             if source.resolve() != target:
-                shutil.copy2(source, target)
+                atomic_copy(source, target)
             copied.append(target)
         lib = model_dir / plugins.load.name
         registers = plugins.registers_on_load
