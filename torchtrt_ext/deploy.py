@@ -195,6 +195,35 @@ def _dims(info: TensorInfo, max_batch_size: int, what: str) -> list[int]:
     return shape[1:]
 
 
+def _io_entry(info: TensorInfo, max_batch_size: int, kind: str) -> str:
+    """One ``input``/``output`` entry, under Triton's rules for shapes (``ValidateIOShape``): ``dims`` is never empty,
+    and an empty ``reshape`` is allowed only with batching, so a per-sample scalar (engine shape [B]) is ``dims: [ 1 ]``
+    reshaped to ``[ ]``."""
+    dims = _dims(info, max_batch_size, kind)
+    reshape = ""
+    if not dims and max_batch_size > 0:
+        dims, reshape = [1], "    reshape: { shape: [ ] }\n"
+    elif not dims:
+        raise InvalidInputError(failure(
+            f"{kind} {info.name!r} is a scalar (shape []) and max_batch_size=0",
+            "Triton needs at least one dim per input and output, and allows an empty reshape only with batching",
+            "pass max_batch_size > 0 with a dynamic batch, or return the value with shape [1] from the model"))
+    return ("  {\n"
+            f'    name: "{info.name}"\n'
+            f"    data_type: {_dtype(info, kind)}\n"
+            f"    dims: {_fmt_dims(dims)}\n"
+            f"{reshape}"
+            "  }")
+
+
+def _warn_if_rtx(metadata: EngineMetadata) -> None:
+    if metadata.backend == "tensorrt_rtx":
+        log.warning("this is a TensorRT-RTX plan: Triton's TensorRT backend (platform tensorrt_plan) links full "
+                    "TensorRT, which cannot load it. Serve it where the TensorRT-RTX runtime is (e.g. Triton's "
+                    "Python backend running torchtrt_ext.load on an RTX-class GPU with tensorrt-rtx installed), or "
+                    "rebuild with backend='tensorrt' on the serving GPU for the TensorRT backend")
+
+
 def _dtype(info: TensorInfo, what: str) -> str:
     if info.dtype not in TRITON_DTYPES:
         raise InvalidInputError(failure(f"{what} {info.name!r} has dtype {info.dtype!r}",
@@ -243,14 +272,9 @@ def triton_config(engine: EngineSource, name: str, *, max_batch_size: int, dynam
         raise InvalidInputError(failure(f"max_batch_size={max_batch_size}", "an int >= 0 (0: no batching)",
                                         "pass max_batch_size=0 or the largest batch to serve"))
     lines = [f'name: "{name}"', 'platform: "tensorrt_plan"', f"max_batch_size: {max_batch_size}"]
+    _warn_if_rtx(metadata)
     for kind, infos in (("input", metadata.inputs), ("output", metadata.outputs)):
-        entries = []
-        for info in infos:
-            entries.append("  {\n"
-                           f'    name: "{info.name}"\n'
-                           f"    data_type: {_dtype(info, kind)}\n"
-                           f"    dims: {_fmt_dims(_dims(info, max_batch_size, kind))}\n"
-                           "  }")
+        entries = [_io_entry(info, max_batch_size, kind) for info in infos]
         lines.append(f"{kind} [\n" + ",\n".join(entries) + "\n]")
     _check_batch_range(metadata, max_batch_size)  # after the dims: a static batch is the more basic problem
     if dynamic_batching and max_batch_size > 0:
