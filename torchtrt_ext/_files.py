@@ -5,15 +5,24 @@ which then replaces the target with ``os.replace``, so a reader (or a failed wri
 the old file or the whole new one, never a truncated one. A new file gets the mode the umask gives (``0o666 &
 ~umask``, as ``open(path, "w")`` would), a replaced file keeps its mode, and a symlink is written through (its target
 is replaced, the link stays).
+
+A writer killed half way (``kill -9``, a crash) cannot remove its temporary file, so every write first removes the
+stale temporaries of our own pattern in its folder (``remove_stale_temporaries``). Each writer holds an exclusive
+``flock`` on its temporary until it is renamed; the kernel drops the lock when the process dies, however it dies, so
+a temporary nobody holds locked is an orphan. That proof does not depend on process ids (reused, or of another host on
+a shared folder) or on guessing how long a large write may take.
 """
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
+import re
 import shutil
 import stat
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO, Union
@@ -25,6 +34,11 @@ from torchtrt_ext.errors import InvalidInputError, failure
 log = logging.getLogger("torchtrt_ext")
 
 Writer = Callable[[BinaryIO], None]
+
+#: our temporaries: ``.<target name>.<8 random characters from tempfile>.tmp`` (a file, or a folder for external data)
+_TEMPORARY = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
+#: a temporary younger than this is kept even unlocked: its writer may be between creating and locking it
+STALE_AFTER_S = 60.0
 
 
 def current_umask() -> int:
@@ -64,6 +78,57 @@ def _writable(path: str | os.PathLike[str]) -> Path:
     return target
 
 
+def _lock(path: str | os.PathLike[str], *, wait: bool) -> int | None:
+    """An fd holding an exclusive flock on ``path`` (a file or a folder); None when another process holds it."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def remove_stale_temporaries(folder: str | os.PathLike[str]) -> list[Path]:
+    """Remove the temporaries of our own pattern in ``folder`` that no live writer holds; return what was removed.
+
+    Stale means: named like ours (``.<name>.<random>.tmp``), not modified for ``STALE_AFTER_S`` and not locked (its
+    writer died without cleaning up). Anything else is left alone; errors (a read-only folder) are ignored.
+    """
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    now = time.time()
+    for entry in entries:
+        if not _TEMPORARY.match(entry.name):
+            continue
+        try:
+            if now - entry.stat(follow_symlinks=False).st_mtime < STALE_AFTER_S or entry.is_symlink():
+                continue
+            fd = _lock(entry.path, wait=False)
+            if fd is None:
+                continue  # a live writer holds it
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
+            finally:
+                os.close(fd)
+        except OSError:
+            continue
+        removed.append(Path(entry.path))
+    if removed:
+        log.info("removed %d temporary file(s) left by a writer that was killed in %s: %s", len(removed), folder,
+                 ", ".join(p.name for p in removed))
+    return removed
+
+
 def _publish(tmp: str | os.PathLike[str], target: Path, new_mode: int = 0o666) -> None:
     """Give the finished temporary file ``tmp`` the target's mode and move it over ``target`` in one rename."""
     os.chmod(tmp, _mode_for(target, new_mode))
@@ -77,8 +142,11 @@ def atomic_write(path: str | os.PathLike[str], data: Union[bytes, Writer], *, ne
     reason to create folders. A new file gets ``new_mode`` masked by the umask; a replaced one keeps its mode.
     """
     target = _writable(path)
+    remove_stale_temporaries(target.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    lock = None
     try:
+        lock = _lock(tmp, wait=True)  # held until the rename: the proof that this temporary is not stale
         with os.fdopen(fd, "wb") as handle:
             if isinstance(data, (bytes, bytearray, memoryview)):
                 handle.write(data)
@@ -91,6 +159,9 @@ def atomic_write(path: str | os.PathLike[str], data: Union[bytes, Writer], *, ne
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    finally:
+        if lock is not None:
+            os.close(lock)
     return target
 
 
@@ -118,11 +189,17 @@ def save_onnx(model: onnx.ModelProto, path: str | os.PathLike[str]) -> Path:
                 "keep the two files together", target.name, data_name)
     copy = onnx.ModelProto()
     copy.CopyFrom(model)  # onnx.save_model moves the weights out of the model it saves
-    with tempfile.TemporaryDirectory(prefix=f".{target.name}.", dir=target.parent) as tmp:
+    remove_stale_temporaries(target.parent)
+    tmp = tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    lock = _lock(tmp, wait=True)
+    try:
         onnx.save_model(copy, os.path.join(tmp, target.name), save_as_external_data=True,
                         all_tensors_to_one_file=True, location=data_name)
         _publish(os.path.join(tmp, data_name), target.parent / data_name)
         _publish(os.path.join(tmp, target.name), target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.close(lock)
     return target
 
 
