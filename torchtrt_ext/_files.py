@@ -199,7 +199,8 @@ def save_onnx(model: onnx.ModelProto, path: str | os.PathLike[str]) -> Path:
         _publish(os.path.join(tmp, target.name), target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        os.close(lock)
+        if lock is not None:
+            os.close(lock)
     return target
 
 

@@ -101,6 +101,10 @@ class NoGPUError(TorchTRTExtError, RuntimeError):
     """A TensorRT engine needs a CUDA GPU and torch sees none."""
 
 
+class RuntimeCrashError(TorchTRTExtError, RuntimeError):
+    """A runtime ran in a process of its own (onnxruntime for ``validate``) died instead of answering."""
+
+
 class ValidationFailedError(TorchTRTExtError, AssertionError):
     """Raised by ``ValidationReport.check()`` when an output is out of tolerance."""
 

@@ -36,10 +36,18 @@ ONNX ops — so a CPU-only user can validate an export.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
+import logging
 import math
 import os
+import pickle
+import signal
+import subprocess
+import sys
+import tempfile
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -47,9 +55,13 @@ from typing import Any
 import onnx
 import torch
 
+from torchtrt_ext import _ort_worker
+from torchtrt_ext._ort_worker import LEVELS as ORT_GRAPH_OPTIMIZATIONS
+from torchtrt_ext._ort_worker import open_session
 from torchtrt_ext.errors import (
     InvalidInputError,
     MissingDependencyError,
+    RuntimeCrashError,
     TorchTRTExtError,
     ValidationFailedError,
     failure,
@@ -69,6 +81,7 @@ TOLERANCES: dict[str, tuple[float, float]] = {
 }
 PRECISIONS = ("fp32", "fp16", "bf16")
 _DTYPE_PRECISION = {torch.float16: "fp16", torch.bfloat16: "bf16"}
+log = logging.getLogger("torchtrt_ext")
 _ORT_HINT = "pip install 'torchtrt_ext[dev]' (or: pip install onnxruntime)"
 
 
@@ -179,9 +192,14 @@ class OnnxRuntimeModule:
     Args:
         model: an ``onnx.ModelProto`` or the path of an .onnx file.
         providers: onnxruntime execution providers. Default: None (``["CPUExecutionProvider"]``).
+        isolated: run onnxruntime in a process of its own (about 0.5 s to start), so that a crash inside it raises
+            ``RuntimeCrashError`` naming the model, after one retry with graph optimizations off, instead of killing
+            this interpreter. False runs it in this process (what timing needs). Default: True.
+        graph_optimization: onnxruntime's graph optimization level, "all", "basic" or "disable". Default: "all".
     """
 
-    def __init__(self, model: Any, providers: Sequence[str] | None = None) -> None:
+    def __init__(self, model: Any, providers: Sequence[str] | None = None, *, isolated: bool = True,
+                 graph_optimization: str = "all") -> None:
         if isinstance(model, (str, os.PathLike)):
             self.source = Path(model).name
             model = read_onnx(model)
@@ -190,16 +208,47 @@ class OnnxRuntimeModule:
         else:
             raise InvalidInputError(failure(f"OnnxRuntimeModule got a {type(model).__name__}",
                                             "an onnx.ModelProto or an .onnx path", "pass the exported model"))
+        if graph_optimization not in ORT_GRAPH_OPTIMIZATIONS:
+            raise InvalidInputError(failure(f"graph_optimization={graph_optimization!r}",
+                                            f"one of {sorted(ORT_GRAPH_OPTIMIZATIONS)}", "pass 'all' or 'disable'"))
         ort = _import_onnxruntime()
         if custom_nodes(model):
             model = decompose_custom_ops(model)
         self.model = model
         self.providers = list(providers or ["CPUExecutionProvider"])
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        self.session = ort.InferenceSession(model.SerializeToString(), options, providers=self.providers)
-        self.input_names = [i.name for i in self.session.get_inputs()]
-        self.output_names = [o.name for o in self.session.get_outputs()]
+        self.isolated = isolated
+        self.graph_optimization = graph_optimization
+        self._worker: _OrtWorker | None = None
+        self._session: Any = None
+        if not isolated:
+            self._session = open_session(ort, model.SerializeToString(), self.providers, graph_optimization)
+            inputs = [(i.name, list(i.shape), i.type) for i in self._session.get_inputs()]
+            outputs = [o.name for o in self._session.get_outputs()]
+        else:
+            inputs, outputs = self._ask("open", model.SerializeToString(), self.providers)
+        self._inputs = inputs
+        self.input_names = [name for name, _, _ in inputs]
+        self.output_names = list(outputs)
+
+    def _ask(self, kind: str, *payload: Any) -> Any:
+        """Send one request to the worker process (started on first use); a crash with graph optimizations on is
+        retried once with them off (the known onnxruntime crashes are in its optimizer), then raised."""
+        for attempt in range(2):
+            if self._worker is None:
+                self._worker = _OrtWorker(self.source)
+                if kind == "run":  # a new worker needs the session first
+                    self._worker.request(("open", self.model.SerializeToString(), self.providers,
+                                          self.graph_optimization), "loading")
+            try:
+                request = (kind, *payload, self.graph_optimization) if kind == "open" else (kind, *payload)
+                return self._worker.request(request, "loading" if kind == "open" else "running")
+            except RuntimeCrashError as exc:
+                self._worker = None
+                if attempt or self.graph_optimization == "disable":
+                    raise
+                log.warning("%s; retrying with onnxruntime's graph optimizations off", exc.what)
+                self.graph_optimization = "disable"
+        raise AssertionError("unreachable")
 
     def input_specs(self) -> list[tuple[str, tuple[int, ...], torch.dtype]]:
         """(name, shape with dynamic dims set to 1, torch dtype) per graph input."""
@@ -231,10 +280,12 @@ class OnnxRuntimeModule:
         declared = {name: dtype for name, _, dtype in self.input_specs()}
         arrays = {k: _as_numpy(v, declared.get(k)) if isinstance(v, torch.Tensor) else v for k, v in feeds.items()}
         try:
-            results = self.session.run(None, arrays)
+            results = self._session.run(None, arrays) if self._session is not None else self._ask("run", arrays)
+        except (RuntimeCrashError, OnnxRuntimeRefusal):
+            raise
         except Exception as exc:  # noqa: BLE001 - onnxruntime's own error types; its detail is on later lines
             given = {k: (tuple(a.shape), str(a.dtype)) for k, a in arrays.items()}
-            expected = {i.name: (tuple(i.shape), i.type) for i in self.session.get_inputs()}
+            expected = {name: (tuple(shape), kind) for name, shape, kind in self._inputs}
             raise InvalidInputError(failure(
                 f"onnxruntime failed to run {self.source}: {' '.join(str(exc).split())}; given {given}",
                 f"inputs {expected}", "pass inputs of the shapes and dtypes the model was exported with "
@@ -244,6 +295,64 @@ class OnnxRuntimeModule:
 
     def __repr__(self) -> str:
         return f"OnnxRuntimeModule({self.source}, providers={self.providers})"
+
+
+class OnnxRuntimeRefusal(InvalidInputError):
+    """onnxruntime raised on a request (the worker's reply); ``OnnxRuntimeModule.__call__`` words it for its inputs."""
+
+
+class _OrtWorker:
+    """``_ort_worker.py`` in a child process: one onnxruntime session, requests over pipes."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen([sys.executable, str(Path(_ort_worker.__file__))], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.stderr)
+        weakref.finalize(self, _stop, self.proc, self.stderr)
+
+    def request(self, message: tuple[Any, ...], doing: str) -> Any:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            pickle.dump(message, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            self.proc.stdin.flush()
+            status, *reply = pickle.load(self.proc.stdout)
+        except (EOFError, BrokenPipeError, pickle.UnpicklingError):
+            raise self._crashed(doing, message) from None
+        if status == "error":
+            if message[0] == "open":
+                raise OnnxRuntimeRefusal(failure(
+                    f"onnxruntime cannot load {self.source}: {' '.join(reply[0].split())}",
+                    "a model onnxruntime accepts", "check the export (onnx.checker.check_model(path, full_check=True))"
+                    "; if the graph is valid, report it to onnxruntime and validate the engine instead"))
+            raise RuntimeError(reply[0])
+        return reply if message[0] == "open" else reply[0]
+
+    def _crashed(self, doing: str, message: tuple[Any, ...]) -> RuntimeCrashError:
+        code = self.proc.wait()
+        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+        self.stderr.seek(0)
+        last = [line for line in self.stderr.read().decode(errors="replace").splitlines() if line.strip()][-1:]
+        optimization = message[-1] if message[0] == "open" else "?"
+        return RuntimeCrashError(failure(
+            f"onnxruntime crashed ({how}) {doing} {self.source}" + (f": {last[0].strip()}" if last else ""),
+            "onnxruntime to run the reference model or raise an error",
+            "validate with onnxruntime's graph optimizations off (OnnxRuntimeModule(path, "
+            "graph_optimization='disable')), validate the engine against the PyTorch model instead, or report the "
+            f"model to onnxruntime (graph optimization: {optimization})"))
+
+
+def _stop(proc: subprocess.Popen[bytes], stderr: Any) -> None:
+    for stream in (proc.stdin, proc.stdout):
+        with contextlib.suppress(OSError):
+            if stream is not None:
+                stream.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    stderr.close()
 
 
 def _as_numpy(tensor: torch.Tensor, declared: torch.dtype | None) -> Any:
@@ -264,14 +373,14 @@ def _import_onnxruntime() -> Any:
                                              _ORT_HINT)) from None
 
 
-def as_callable(obj: Any) -> Callable[..., Any]:
+def as_callable(obj: Any, *, isolated: bool = True) -> Callable[..., Any]:
     """Anything ``validate`` and ``benchmark`` accept, as a callable on torch tensors.
 
-    ONNX models (``ModelProto``, or a path ending in .onnx) become ``OnnxRuntimeModule``; callables are returned
-    as they are.
+    ONNX models (``ModelProto``, or a path ending in .onnx) become ``OnnxRuntimeModule`` (``isolated``: in a process
+    of its own, see there); callables are returned as they are.
     """
     if isinstance(obj, onnx.ModelProto) or (isinstance(obj, (str, os.PathLike)) and str(obj).endswith(".onnx")):
-        return OnnxRuntimeModule(obj)
+        return OnnxRuntimeModule(obj, isolated=isolated)
     if callable(obj):
         return obj
     raise InvalidInputError(failure(f"cannot run a {type(obj).__name__}",
