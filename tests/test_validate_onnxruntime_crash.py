@@ -97,3 +97,24 @@ def test_a_model_onnxruntime_refuses_is_a_named_error(tmp_path: Path) -> None:
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     with pytest.raises(InvalidInputError, match=r"onnxruntime cannot load bad\.onnx: .*Remedy: check the export"):
         OnnxRuntimeModule(path)
+
+
+def test_onnxruntime_log_lines_stay_out_of_the_terminal(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """onnxruntime prints a coloured `[E:onnxruntime:...]` line on stderr before raising (issue 33, item 14); the
+    user gets the project's one-line error only."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph([helper.make_node("Reshape", ["x", "s"], ["y"])], "reshape",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])],
+                              [numpy_helper.from_array(np.array([2, 2], np.int64), "s")])
+    path = tmp_path / "reshape.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    runner = OnnxRuntimeModule(path)
+    capfd.readouterr()
+    with pytest.raises(InvalidInputError, match=r"onnxruntime failed to run reshape\.onnx: .*Reshape"):
+        runner(torch.ones(3))
+    err = capfd.readouterr().err
+    assert "onnxruntime" not in err and "\x1b[" not in err, err
