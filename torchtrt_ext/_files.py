@@ -15,6 +15,7 @@ a shared folder) or on guessing how long a large write may take.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
@@ -29,7 +30,7 @@ from typing import BinaryIO, Union
 
 import onnx
 
-from torchtrt_ext.errors import InvalidInputError, failure
+from torchtrt_ext.errors import FileWriteError, InvalidInputError, failure
 
 log = logging.getLogger("torchtrt_ext")
 
@@ -129,6 +130,15 @@ def remove_stale_temporaries(folder: str | os.PathLike[str]) -> list[Path]:
     return removed
 
 
+def _write_failed(target: Path, exc: OSError) -> FileWriteError:
+    """The project's error for a write the file system refused, naming the file (the old one is left whole)."""
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+    remedy = (f"free space on the file system of {target.parent} (or raise the quota / file size limit), or write "
+              "elsewhere" if full else f"check the permissions of {target.parent}, or write elsewhere")
+    return FileWriteError(failure(f"could not write {target}: {exc.strerror or exc}",
+                                  "a folder with room for the file that this user can write", remedy))
+
+
 def _publish(tmp: str | os.PathLike[str], target: Path, new_mode: int = 0o666) -> None:
     """Give the finished temporary file ``tmp`` the target's mode and move it over ``target`` in one rename."""
     os.chmod(tmp, _mode_for(target, new_mode))
@@ -143,7 +153,10 @@ def atomic_write(path: str | os.PathLike[str], data: Union[bytes, Writer], *, ne
     """
     target = _writable(path)
     remove_stale_temporaries(target.parent)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise _write_failed(target, exc) from exc
     lock = None
     try:
         lock = _lock(tmp, wait=True)  # held until the rename: the proof that this temporary is not stale
@@ -155,9 +168,11 @@ def atomic_write(path: str | os.PathLike[str], data: Union[bytes, Writer], *, ne
             handle.flush()
             os.fsync(handle.fileno())
         _publish(tmp, target, new_mode)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, FileWriteError):
+            raise _write_failed(target, exc) from exc
         raise
     finally:
         if lock is not None:
@@ -197,6 +212,8 @@ def save_onnx(model: onnx.ModelProto, path: str | os.PathLike[str]) -> Path:
                         all_tensors_to_one_file=True, location=data_name)
         _publish(os.path.join(tmp, data_name), target.parent / data_name)
         _publish(os.path.join(tmp, target.name), target)
+    except OSError as exc:
+        raise _write_failed(target, exc) from exc
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         if lock is not None:

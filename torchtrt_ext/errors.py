@@ -101,6 +101,10 @@ class NoGPUError(TorchTRTExtError, RuntimeError):
     """A TensorRT engine needs a CUDA GPU and torch sees none."""
 
 
+class FileWriteError(TorchTRTExtError, OSError):
+    """Writing one of the user's files failed (full disk, quota, file size limit, permissions); it names the file."""
+
+
 class RuntimeCrashError(TorchTRTExtError, RuntimeError):
     """A runtime ran in a process of its own (onnxruntime for ``validate``) died instead of answering."""
 
