@@ -140,10 +140,14 @@ def _nvcc_link(nvcc: str, objects: list[Path], output: Path, extra: list[str], c
 
     cudart ("static", or "none" for a library without device code) is linked statically and --exclude-libs keeps its
     symbols local: exported, they could bind to (or be bound by) another CUDA runtime in the process, e.g. torch's.
+
+    --discard-all drops the local symbols, which hold the names of nvcc's temporary files (``tmpxft_<pid>_...``): with
+    them every rebuild of the same sources gave new bytes, a new plugin library hash and so a miss for every cached
+    engine. The exported symbols stay; the build id is a hash of the content, so it is reproducible too.
     """
     output.parent.mkdir(parents=True, exist_ok=True)
     _run([nvcc, "-shared", *gencode_flags(), *map(str, objects), *extra, "-o", str(output), "--cudart", cudart,
-          "-Xlinker", "--exclude-libs,ALL"])
+          "-Xlinker", "--exclude-libs,ALL", "-Xlinker", "--discard-all"])
 
 
 def glibc_floor(libraries: list[Path]) -> tuple[int, int]:

@@ -7,8 +7,10 @@ tritonclient is missing. A Triton server is not installable from PyPI, so no tes
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import logging
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -128,6 +130,55 @@ def test_max_batch_beyond_the_profiles_is_refused() -> None:
 def test_unknown_dtype_is_refused() -> None:
     with pytest.raises(InvalidInputError, match=r"input 'image' has dtype 'float8_e4m3fn'"):
         deploy.triton_config(make_engine(dtype="float8_e4m3fn"), "m", max_batch_size=4)
+
+
+def triton_io_errors(config: Any) -> list[str]:
+    """Triton's own rules for an input's or output's shape (``ValidateIOShape`` in the server's
+    ``model_config_utils.cc``): dims are never empty, each dim is >= 1 or -1, and an empty ``reshape`` is allowed only
+    with max_batch_size > 0 (with batching, ``dims: [ 1 ]`` + ``reshape: { shape: [ ] }`` is a per-sample scalar)."""
+    errors = []
+    for io in [*config.input, *config.output]:
+        if not io.dims:
+            errors.append(f"{io.name}: must specify 'dims'")
+        if io.HasField("reshape") and not io.reshape.shape and config.max_batch_size == 0:
+            errors.append(f"{io.name}: cannot have empty reshape for non-batching model")
+        if any(d < 1 and d != -1 for d in io.dims):
+            errors.append(f"{io.name}: dimension must be integer >= 1, or -1")
+    return errors
+
+
+def make_scalar_engine(batch: int = -1) -> Engine:
+    shape: tuple[int, ...] = (batch,) if batch == -1 else ()
+    meta = EngineMetadata(inputs=(TensorInfo("x", "float32", (batch, 4)),), outputs=(TensorInfo("score", "float32",
+                          shape),), profiles=(Profile({"x": ((1, 4), (1, 4), (8, 4))}),), build={},
+                          backend="tensorrt", trt_version="10.13.0", plugins=(), plugin_mode="none")
+    return Engine(b"plan", meta)
+
+
+def test_per_sample_scalar_output_follows_tritons_dims_rules() -> None:
+    """An output of shape [B] is dims [1] reshaped to [] (issue 33, item 8): Triton rejects ``dims: [ ]``."""
+    config = parse_config(deploy.triton_config(make_scalar_engine(), "m", max_batch_size=8))
+    assert triton_io_errors(config) == []
+    (score,) = config.output
+    assert list(score.dims) == [1] and score.HasField("reshape") and list(score.reshape.shape) == []
+    assert not config.input[0].HasField("reshape")  # only where the batch is the only dim
+    assert triton_io_errors(parse_config(deploy.triton_config(make_engine(), "m", max_batch_size=8))) == []
+
+
+def test_rank_zero_output_without_batching_is_refused() -> None:
+    with pytest.raises(InvalidInputError, match=r"output 'score' is a scalar.*Triton.*Remedy: .*max_batch_size"):
+        deploy.triton_config(make_scalar_engine(batch=1), "m", max_batch_size=0)
+
+
+def test_rtx_plan_says_tritons_tensorrt_backend_cannot_load_it(caplog: pytest.LogCaptureFixture) -> None:
+    engine = make_engine(plugins=())
+    rtx = Engine(engine.plan, dataclasses.replace(engine.metadata, backend="tensorrt_rtx"))
+    with caplog.at_level(logging.WARNING, logger="torchtrt_ext.deploy"):
+        deploy.triton_config(engine, "m", max_batch_size=4)
+        assert not caplog.records
+        deploy.triton_config(rtx, "m", max_batch_size=4)
+    assert re.search(r"TensorRT-RTX plan.*Triton.s TensorRT backend.*cannot load it.*backend='tensorrt'",
+                     caplog.text), caplog.text
 
 
 # -------------------------------------------------------------------------------------------- plugin library

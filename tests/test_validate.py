@@ -79,7 +79,7 @@ def test_nan_in_candidate_fails() -> None:
 
 
 def test_precision_defaults() -> None:
-    assert TOLERANCES["fp16"] == (1e-2, 0.0)
+    assert TOLERANCES["fp16"] == (1e-2, 5e-3)  # issue 33 item 9: rtol scales with magnitude
     model = Head()
     half = Head().half()
     x = torch.randn(2, 3, 16, 16)

@@ -211,7 +211,7 @@ def benchmark(candidates: Mapping[str, Any], inputs: Any, *, warmup: int = 50, i
     first_p50: float | None = None
     for name, candidate in candidates.items():
         try:
-            fn = as_callable(candidate)
+            fn = as_callable(candidate, isolated=False)  # timed: no pipe to another process in the loop
 
             def run(fn: Callable[..., Any] = fn) -> Any:
                 return fn(*args)

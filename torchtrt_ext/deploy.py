@@ -25,14 +25,13 @@ import dataclasses
 import logging
 import os
 import shlex
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Union
 
 import onnx
 
-from torchtrt_ext._files import atomic_write, save_onnx
+from torchtrt_ext._files import atomic_copy, atomic_write, save_onnx
 from torchtrt_ext.backend.engine import Engine, EngineMetadata, TensorInfo, is_engine_file
 from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError, failure
 from torchtrt_ext.ops.spec import DOMAIN
@@ -198,6 +197,35 @@ def _dims(info: TensorInfo, max_batch_size: int, what: str) -> list[int]:
     return shape[1:]
 
 
+def _io_entry(info: TensorInfo, max_batch_size: int, kind: str) -> str:
+    """One ``input``/``output`` entry, under Triton's rules for shapes (``ValidateIOShape``): ``dims`` is never empty,
+    and an empty ``reshape`` is allowed only with batching, so a per-sample scalar (engine shape [B]) is ``dims: [ 1 ]``
+    reshaped to ``[ ]``."""
+    dims = _dims(info, max_batch_size, kind)
+    reshape = ""
+    if not dims and max_batch_size > 0:
+        dims, reshape = [1], "    reshape: { shape: [ ] }\n"
+    elif not dims:
+        raise InvalidInputError(failure(
+            f"{kind} {info.name!r} is a scalar (shape []) and max_batch_size=0",
+            "Triton needs at least one dim per input and output, and allows an empty reshape only with batching",
+            "pass max_batch_size > 0 with a dynamic batch, or return the value with shape [1] from the model"))
+    return ("  {\n"
+            f'    name: "{info.name}"\n'
+            f"    data_type: {_dtype(info, kind)}\n"
+            f"    dims: {_fmt_dims(dims)}\n"
+            f"{reshape}"
+            "  }")
+
+
+def _warn_if_rtx(metadata: EngineMetadata) -> None:
+    if metadata.backend == "tensorrt_rtx":
+        log.warning("this is a TensorRT-RTX plan: Triton's TensorRT backend (platform tensorrt_plan) links full "
+                    "TensorRT, which cannot load it. Serve it where the TensorRT-RTX runtime is (e.g. Triton's "
+                    "Python backend running torchtrt_ext.load on an RTX-class GPU with tensorrt-rtx installed), or "
+                    "rebuild with backend='tensorrt' on the serving GPU for the TensorRT backend")
+
+
 def _dtype(info: TensorInfo, what: str) -> str:
     if info.dtype not in TRITON_DTYPES:
         raise InvalidInputError(failure(f"{what} {info.name!r} has dtype {info.dtype!r}",
@@ -246,14 +274,9 @@ def triton_config(engine: EngineSource, name: str, *, max_batch_size: int, dynam
         raise InvalidInputError(failure(f"max_batch_size={max_batch_size}", "an int >= 0 (0: no batching)",
                                         "pass max_batch_size=0 or the largest batch to serve"))
     lines = [f'name: "{name}"', 'platform: "tensorrt_plan"', f"max_batch_size: {max_batch_size}"]
+    _warn_if_rtx(metadata)
     for kind, infos in (("input", metadata.inputs), ("output", metadata.outputs)):
-        entries = []
-        for info in infos:
-            entries.append("  {\n"
-                           f'    name: "{info.name}"\n'
-                           f"    data_type: {_dtype(info, kind)}\n"
-                           f"    dims: {_fmt_dims(_dims(info, max_batch_size, kind))}\n"
-                           "  }")
+        entries = [_io_entry(info, max_batch_size, kind) for info in infos]
         lines.append(f"{kind} [\n" + ",\n".join(entries) + "\n]")
     _check_batch_range(metadata, max_batch_size)  # after the dims: a static batch is the more basic problem
     if dynamic_batching and max_batch_size > 0:
@@ -334,7 +357,7 @@ def triton_repository(engine: EngineSource, path: str | os.PathLike[str], name: 
         for source in plugins.files:
             target = model_dir / source.name
             if source.resolve() != target:
-                shutil.copy2(source, target)
+                atomic_copy(source, target)
             copied.append(target)
         loaded.append(model_dir / plugins.load.name)
         if index == 0 and source_lib is not None:

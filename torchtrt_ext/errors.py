@@ -137,6 +137,16 @@ class NoGPUError(TorchTRTExtError, RuntimeError):
     exit_code = ExitCode.MISSING
 
 
+class FileWriteError(TorchTRTExtError, OSError):
+    """Writing one of the user's files failed (full disk, quota, file size limit, permissions); it names the file."""
+
+
+class RuntimeCrashError(TorchTRTExtError, RuntimeError):
+    """A runtime ran in a process of its own (onnxruntime for ``validate``) died instead of answering."""
+
+    exit_code = ExitCode.MISSING  # the runtime, not the model or the arguments, failed
+
+
 class ValidationFailedError(TorchTRTExtError, AssertionError):
     """Raised by ``ValidationReport.check()`` when an output is out of tolerance."""
 

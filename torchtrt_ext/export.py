@@ -1,10 +1,11 @@
 """torch -> ONNX with torchtrt_ext custom ops as custom nodes, through either PyTorch exporter.
 
 ``exporter="auto"`` uses the dynamo exporter (``torch.export``-based, PyTorch's default since 2.9 and the one
-that will stay) and, if it fails on this model, logs why and retries with the legacy TorchScript exporter.
-The exporter used is stored in the model's metadata (``torchtrt_ext.exporter``). Each custom op type the model uses
-gets its decomposition as one ONNX model-local function (``passes.functions.add_functions``), so the one file runs on
-any ONNX runtime and still takes the plugin where one is loaded.
+that will stay) and, if it fails on this model, logs why in one line and retries with the legacy TorchScript exporter.
+The exporters' own output (FX graphs, tracer and C++ warnings) is captured and logged at DEBUG (the CLI's
+``--verbose``). The exporter used is stored in the model's metadata (``torchtrt_ext.exporter``). Each custom op type
+the model uses gets its decomposition as one ONNX model-local function (``passes.functions.add_functions``), so the one
+file runs on any ONNX runtime and still takes the plugin where one is loaded.
 
 A model that runs a user's ``torch.autograd.Function`` with a ``symbolic`` (a team's existing custom op, whose
 ``symbolic`` emits its plugin's node) is exported by the legacy exporter, the only one that calls ``symbolic``: the
@@ -20,6 +21,8 @@ import json
 import logging
 import os
 import re
+import sys
+import tempfile
 import threading
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -45,6 +48,8 @@ DEFAULT_OPSET = 18
 DynamicShapes = Mapping[str, Mapping[int, str]]
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _CAUSE = re.compile(r"data-dependent|control flow|not supported|unsupported|cannot|could not", re.IGNORECASE)
+#: torch.export's pointer into the model's code: 'The following call raised this error:\n  File "m.py", line 8, ...'
+_RAISED_AT = re.compile(r'raised this error:\s*File "(?P<file>[^"]+)", line (?P<line>\d+)[^\n]*\n(?P<code>[^\n]+)')
 
 
 def input_names(model: torch.nn.Module, example_inputs: Sequence[Any]) -> list[str]:
@@ -170,8 +175,7 @@ def _export_legacy(model: torch.nn.Module, inputs: tuple, names: list[str], outs
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         torch.onnx.export(model, inputs, buffer, dynamo=False, opset_version=opset, input_names=names,
-                          output_names=outs, dynamic_axes={k: dict(v) for k, v in dynamic.items()},
-                          custom_opsets={DOMAIN: DOMAIN_VERSION})
+                          output_names=outs, dynamic_axes={k: dict(v) for k, v in dynamic.items()})
     return onnx.load_from_string(buffer.getvalue())
 
 
@@ -198,6 +202,7 @@ def export_onnx(model: torch.nn.Module, example_inputs: Any, path: str | os.Path
     opset = opset or DEFAULT_OPSET
     with torch.no_grad(), _functions_with_symbolic() as symbolic_functions:
         eager = model(*inputs)
+    _check_tensor_outputs(model, eager)
     outs, tree = output_names(eager), output_tree(eager)
     order = _exporters_for(exporter, symbolic_functions, opset)
     errors = []
@@ -207,7 +212,8 @@ def export_onnx(model: torch.nn.Module, example_inputs: Any, path: str | os.Path
             continue
         try:
             run = _export_dynamo if which == "dynamo" else _export_legacy
-            onnx_model = run(model, inputs, names, outs, dynamic, opset)
+            with _exporter_output(which):
+                onnx_model = run(model, inputs, names, outs, dynamic, opset)
             break
         except Exception as exc:  # noqa: BLE001 - reported below with every exporter's reason
             errors.append(f"{which} exporter: {_exporter_failure(exc)}")
@@ -291,14 +297,74 @@ def _exporters_for(exporter: str, functions: Sequence[type], opset: int) -> list
     return ["legacy"]
 
 
+def _check_tensor_outputs(model: torch.nn.Module, outputs: Any) -> None:
+    """ONNX outputs are tensors: name the first output that is not one (both exporters fail on it, unhelpfully)."""
+    for name, leaf in zip(output_names(outputs), torch.utils._pytree.tree_leaves(outputs)):
+        if not isinstance(leaf, torch.Tensor):
+            raise ExportError(failure(
+                f"output {name!r} of {type(model).__name__} is {_a(type(leaf).__name__)} ({str(leaf)[:40]}), "
+                "not a tensor", "tensors, or dicts, tuples and lists of tensors (ONNX outputs are tensors)",
+                "return it as a tensor (torch.tensor(...)), or drop it from forward's outputs"))
+
+
+def _a(noun: str) -> str:
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
+
+
+@contextlib.contextmanager
+def _exporter_output(which: str) -> Iterator[None]:
+    """Capture what an exporter prints (Python warnings, torch's log handlers, C++ on file descriptors 1 and 2) and
+    log it at DEBUG: the user reads our one-line reason, ``--verbose`` shows the rest. Other threads' output to the
+    terminal is captured too while an exporter runs."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    text = io.StringIO()
+    # torch's own handlers hold the stream they were made with (one handler shared by many torch.* loggers)
+    handlers = list({id(h): h for name, lg in logging.root.manager.loggerDict.items() if name.split(".")[0] == "torch"
+                     and isinstance(lg, logging.Logger) for h in lg.handlers if isinstance(h, logging.StreamHandler)
+                     and not isinstance(h, logging.FileHandler) and h.stream is not None}.values())
+    streams = [h.setStream(text) for h in handlers]
+    torch_log = logging.getLogger("torch")
+    propagate, torch_log.propagate = torch_log.propagate, False  # not through the application's root handlers either
+    saved = [os.dup(1), os.dup(2)]
+    with tempfile.TemporaryFile() as native:
+        try:
+            os.dup2(native.fileno(), 1)
+            os.dup2(native.fileno(), 2)
+            with contextlib.redirect_stdout(text), contextlib.redirect_stderr(text), warnings.catch_warnings():
+                warnings.simplefilter("always")  # shown (into ``text``) once per export, not once per process
+                yield
+        finally:
+            for fd, original in zip((1, 2), saved):
+                os.dup2(original, fd)
+                os.close(original)
+            for handler, stream in zip(handlers, streams):
+                handler.setStream(stream)
+            torch_log.propagate = propagate
+            native.seek(0)
+            captured = text.getvalue() + native.read().decode(errors="replace")
+            if captured.strip():
+                log.debug("%s exporter output:\n%s", which, _ANSI.sub("", captured).rstrip())
+
+
 def _exporter_failure(exc: BaseException) -> str:
-    """One clean line saying why an exporter rejected a model: no ANSI colours, no stack, the cause's own line."""
-    text = _ANSI.sub("", str(exc))
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    # torch.export explains itself on a line naming the cause ("Could not guard on data-dependent expression ...",
-    # "Dynamic control flow is not supported ..."); the first line is often only "Failed to export the model".
+    """One clean line saying why an exporter rejected a model: no ANSI colours, no stack: the innermost cause's own
+    line ("Could not guard on data-dependent expression ...", where torch.export's wrapper says only "Failed to
+    export the model ... Next steps") and, where torch names it, the line of the model's code that raised."""
+    chain = [exc]
+    while chain[-1].__cause__ is not None and len(chain) < 10:
+        chain.append(chain[-1].__cause__)
+    root = chain[-1]
+    lines = [line.strip() for line in _ANSI.sub("", str(root)).splitlines() if line.strip()]
     cause = next((line for line in lines if _CAUSE.search(line)), lines[0] if lines else "")
-    return f"{type(exc).__name__}: {cause[:300]}".rstrip(": ")
+    where = ""
+    for error in chain:
+        found = _RAISED_AT.search(_ANSI.sub("", str(error)))
+        if found:
+            code = found["code"].split("  #")[0].strip()  # the statement, not its comment
+            where = f" at {os.path.basename(found['file'])}:{found['line']} `{code}`"
+            break
+    return f"{type(root).__name__}: {cause[:300]}".rstrip(": ") + where
 
 
 def _finish(model: onnx.ModelProto, exporter: str, tree: dict[str, Any], functions: bool) -> onnx.ModelProto:

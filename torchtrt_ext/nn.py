@@ -27,8 +27,13 @@ class L2Norm(torch.nn.Module):
         return f"dim={self.dim}, eps={self.eps}"
 
 
-def _pair(value: int | tuple[int, int]) -> tuple[int, int]:
-    return (value, value) if isinstance(value, int) else (int(value[0]), int(value[1]))
+def _pair(value: int | tuple[int, int], name: str) -> tuple[int, int]:
+    """``value`` as (h, w): an int for both, or a pair of ints (as torch.nn.Conv2d takes them)."""
+    pair = (value, value) if isinstance(value, int) else tuple(value) if isinstance(value, (tuple, list)) else ()
+    if len(pair) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in pair):
+        raise InvalidAttributeError(f"DeformConv2d: {name}={value!r} is not an int or a pair of ints",
+                                    remedy=f"pass {name}=3 or {name}=(3, 3)")
+    return pair[0], pair[1]
 
 
 class DeformConv2d(torch.nn.Module):
@@ -41,14 +46,14 @@ class DeformConv2d(torch.nn.Module):
                  stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0,
                  dilation: int | tuple[int, int] = 1, groups: int = 1, bias: bool = True) -> None:
         super().__init__()
-        kh, kw = _pair(kernel_size)
+        kh, kw = _pair(kernel_size, "kernel_size")
         sizes = {"in_channels": in_channels, "out_channels": out_channels, "kernel_size": kernel_size}
-        bad = {k: v for k, v in sizes.items() if min(_pair(v) if k == "kernel_size" else (v,)) < 1}
+        bad = {k: v for k, v in sizes.items() if min((kh, kw) if k == "kernel_size" else (v,)) < 1}
         if bad:
             raise InvalidAttributeError(f"DeformConv2d: {', '.join(f'{k}={v!r}' for k, v in bad.items())} must be "
                                         ">= 1. Remedy: pass positive channel counts and kernel sizes")
-        checked = _DCN_SPEC.validate_attrs({"stride": _pair(stride), "padding": _pair(padding),
-                                            "dilation": _pair(dilation), "groups": groups})
+        checked = _DCN_SPEC.validate_attrs({"stride": _pair(stride, "stride"), "padding": _pair(padding, "padding"),
+                                            "dilation": _pair(dilation, "dilation"), "groups": groups})
         if in_channels % groups or out_channels % groups:
             raise InvalidAttributeError(f"DeformConv2d: in_channels={in_channels} and out_channels={out_channels} "
                                         f"must be divisible by groups={groups}")

@@ -14,12 +14,15 @@ this order:
    ``min_atol <= atol``. Integer and bool outputs must match exactly.
 
 Default tolerances by precision (``precision=None``: from the candidate's build settings where it has them, else from
-the lowest-precision floating dtype among the two outputs)::
+the lowest-precision floating dtype among the inputs and the two outputs). An element passes when
+``|got - ref| <= atol + rtol * |ref|``: ``atol`` is the bar near zero, ``rtol`` lets it grow with the magnitude, as a
+floating-point format's spacing does (boxes in pixels, logits in the tens)::
 
     precision   atol    rtol    why
     fp32        1e-4    1e-3    TensorRT runs FP32 convolutions and matmuls in TF32 unless told otherwise
-    fp16        1e-2    0       the usual bar: max abs diff < 1e-2 (docs/design.md#validation-and-timing)
-    bf16        5e-2    1e-2    8 mantissa bits: one ulp at 1.0 is 7.8e-3
+    fp16        1e-2    5e-3    the usual bar near 1: max abs diff < 1e-2 (docs/design.md#validation-and-timing);
+                                11 significant bits, one ulp is 9.8e-4 relative (0.0625 at 64): ~5 ulps
+    bf16        5e-2    2e-2    8 significant bits: one ulp is 7.8e-3 relative (0.5 at 64): ~2.5 ulps
     exact       0       0       integer and bool outputs
 
 ``inputs``: a tensor or a tuple of tensors (trial 0 uses them as given; later trials use fresh random tensors of the
@@ -34,11 +37,19 @@ ONNX ops — so a CPU-only user can validate an export.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
+import logging
 import math
 import os
-from collections.abc import Callable, Sequence
+import pickle
+import signal
+import subprocess
+import sys
+import tempfile
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +57,13 @@ import onnx
 import torch
 
 from torchtrt_ext._files import onnx_file_of
+from torchtrt_ext import _ort_worker
+from torchtrt_ext._ort_worker import LEVELS as ORT_GRAPH_OPTIMIZATIONS
+from torchtrt_ext._ort_worker import open_session
 from torchtrt_ext.errors import (
     InvalidInputError,
     MissingDependencyError,
+    RuntimeCrashError,
     TorchTRTExtError,
     ValidationFailedError,
     failure,
@@ -64,12 +79,13 @@ from torchtrt_ext.passes.shapes import too_big
 #: precision -> (atol, rtol); see the module docstring for the reasons.
 TOLERANCES: dict[str, tuple[float, float]] = {
     "fp32": (1e-4, 1e-3),
-    "fp16": (1e-2, 0.0),
-    "bf16": (5e-2, 1e-2),
+    "fp16": (1e-2, 5e-3),
+    "bf16": (5e-2, 2e-2),
     "exact": (0.0, 0.0),
 }
 PRECISIONS = ("fp32", "fp16", "bf16")
 _DTYPE_PRECISION = {torch.float16: "fp16", torch.bfloat16: "bf16"}
+log = logging.getLogger("torchtrt_ext")
 _ORT_HINT = "pip install 'torchtrt_ext[dev]' (or: pip install onnxruntime)"
 
 
@@ -180,9 +196,14 @@ class OnnxRuntimeModule:
     Args:
         model: an ``onnx.ModelProto`` or the path of an .onnx file.
         providers: onnxruntime execution providers. Default: None (``["CPUExecutionProvider"]``).
+        isolated: run onnxruntime in a process of its own (about 0.5 s to start), so that a crash inside it raises
+            ``RuntimeCrashError`` naming the model, after one retry with graph optimizations off, instead of killing
+            this interpreter. False runs it in this process (what timing needs). Default: True.
+        graph_optimization: onnxruntime's graph optimization level, "all", "basic" or "disable". Default: "all".
     """
 
-    def __init__(self, model: Any, providers: Sequence[str] | None = None) -> None:
+    def __init__(self, model: Any, providers: Sequence[str] | None = None, *, isolated: bool = True,
+                 graph_optimization: str = "all") -> None:
         if isinstance(model, (str, os.PathLike)):
             self.source = Path(model).name
             model = read_onnx(model)
@@ -192,20 +213,59 @@ class OnnxRuntimeModule:
             raise InvalidInputError(failure(f"OnnxRuntimeModule got a {type(model).__name__}",
                                             "an onnx.ModelProto or an .onnx path", "pass the exported model"))
         check_wiring(model, f"ONNX model {self.source}")  # onnxruntime's own refusal is a bare error (exit 5)
+        if graph_optimization not in ORT_GRAPH_OPTIMIZATIONS:
+            raise InvalidInputError(failure(f"graph_optimization={graph_optimization!r}",
+                                            f"one of {sorted(ORT_GRAPH_OPTIMIZATIONS)}", "pass 'all' or 'disable'"))
         ort = _import_onnxruntime()
         if custom_nodes(model):
             model = decompose_custom_ops(model)
         self.model = model
         self.providers = list(providers or ["CPUExecutionProvider"])
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        if too_big(model):  # over protobuf's 2 GiB limit: onnxruntime reads it from a file with external data
-            with onnx_file_of(model) as path:
-                self.session = ort.InferenceSession(str(path), options, providers=self.providers)
+        self.isolated = isolated
+        self.graph_optimization = graph_optimization
+        self._worker: _OrtWorker | None = None
+        self._session: Any = None
+        if not isolated:
+            with self._loadable() as loadable:
+                self._session = open_session(ort, loadable, self.providers, graph_optimization)
+            inputs = [(i.name, list(i.shape), i.type) for i in self._session.get_inputs()]
+            outputs = [o.name for o in self._session.get_outputs()]
         else:
-            self.session = ort.InferenceSession(model.SerializeToString(), options, providers=self.providers)
-        self.input_names = [i.name for i in self.session.get_inputs()]
-        self.output_names = [o.name for o in self.session.get_outputs()]
+            with self._loadable() as loadable:
+                inputs, outputs = self._ask("open", loadable, self.providers)
+        self._inputs = inputs
+        self.input_names = [name for name, _, _ in inputs]
+        self.output_names = list(outputs)
+
+    def _ask(self, kind: str, *payload: Any) -> Any:
+        """Send one request to the worker process (started on first use); a crash with graph optimizations on is
+        retried once with them off (the known onnxruntime crashes are in its optimizer), then raised."""
+        for attempt in range(2):
+            if self._worker is None:
+                self._worker = _OrtWorker(self.source)
+                if kind == "run":  # a new worker needs the session first
+                    with self._loadable() as loadable:
+                        self._worker.request(("open", loadable, self.providers, self.graph_optimization), "loading")
+            try:
+                request = (kind, *payload, self.graph_optimization) if kind == "open" else (kind, *payload)
+                return self._worker.request(request, "loading" if kind == "open" else "running")
+            except RuntimeCrashError as exc:
+                self._worker = None
+                if attempt or self.graph_optimization == "disable":
+                    raise
+                log.warning("%s; retrying with onnxruntime's graph optimizations off", exc.what)
+                self.graph_optimization = "disable"
+        raise AssertionError("unreachable")
+
+    @contextlib.contextmanager
+    def _loadable(self) -> Iterator[bytes | str]:
+        """What onnxruntime opens: the serialized model, or, over protobuf's 2 GiB limit, the path of a temporary file
+        with external data (onnxruntime reads the weights while it opens the session)."""
+        if too_big(self.model):
+            with onnx_file_of(self.model) as path:
+                yield str(path)
+        else:
+            yield self.model.SerializeToString()
 
     def input_specs(self) -> list[tuple[str, tuple[int, ...], torch.dtype]]:
         """(name, shape with dynamic dims set to 1, torch dtype) per graph input."""
@@ -234,12 +294,15 @@ class OnnxRuntimeModule:
             raise InvalidInputError(failure(f"{self.source}: inputs {missing} were not given",
                                             f"inputs {self.input_names}", "pass one tensor per graph input"))
         device = next((t.device for t in feeds.values() if isinstance(t, torch.Tensor)), torch.device("cpu"))
-        arrays = {k: v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else v for k, v in feeds.items()}
+        declared = {name: dtype for name, _, dtype in self.input_specs()}
+        arrays = {k: _as_numpy(v, declared.get(k)) if isinstance(v, torch.Tensor) else v for k, v in feeds.items()}
         try:
-            results = self.session.run(None, arrays)
+            results = self._session.run(None, arrays) if self._session is not None else self._ask("run", arrays)
+        except (RuntimeCrashError, OnnxRuntimeRefusal):
+            raise
         except Exception as exc:  # noqa: BLE001 - onnxruntime's own error types; its detail is on later lines
             given = {k: (tuple(a.shape), str(a.dtype)) for k, a in arrays.items()}
-            expected = {i.name: (tuple(i.shape), i.type) for i in self.session.get_inputs()}
+            expected = {name: (tuple(shape), kind) for name, shape, kind in self._inputs}
             raise InvalidInputError(failure(
                 f"onnxruntime failed to run {self.source}: {' '.join(str(exc).split())}; given {given}",
                 f"inputs {expected}", "pass inputs of the shapes and dtypes the model was exported with "
@@ -251,6 +314,74 @@ class OnnxRuntimeModule:
         return f"OnnxRuntimeModule({self.source}, providers={self.providers})"
 
 
+class OnnxRuntimeRefusal(InvalidInputError):
+    """onnxruntime raised on a request (the worker's reply); ``OnnxRuntimeModule.__call__`` words it for its inputs."""
+
+
+class _OrtWorker:
+    """``_ort_worker.py`` in a child process: one onnxruntime session, requests over pipes."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen([sys.executable, str(Path(_ort_worker.__file__))], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.stderr)
+        weakref.finalize(self, _stop, self.proc, self.stderr)
+
+    def request(self, message: tuple[Any, ...], doing: str) -> Any:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            pickle.dump(message, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            self.proc.stdin.flush()
+            status, *reply = pickle.load(self.proc.stdout)
+        except (EOFError, BrokenPipeError, pickle.UnpicklingError):
+            raise self._crashed(doing, message) from None
+        if status == "error":
+            if message[0] == "open":
+                raise OnnxRuntimeRefusal(failure(
+                    f"onnxruntime cannot load {self.source}: {' '.join(reply[0].split())}",
+                    "a model onnxruntime accepts", "check the export (onnx.checker.check_model(path, full_check=True))"
+                    "; if the graph is valid, report it to onnxruntime and validate the engine instead"))
+            raise RuntimeError(reply[0])
+        return reply if message[0] == "open" else reply[0]
+
+    def _crashed(self, doing: str, message: tuple[Any, ...]) -> RuntimeCrashError:
+        code = self.proc.wait()
+        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+        self.stderr.seek(0)
+        last = [line for line in self.stderr.read().decode(errors="replace").splitlines() if line.strip()][-1:]
+        optimization = message[-1] if message[0] == "open" else "?"
+        return RuntimeCrashError(failure(
+            f"onnxruntime crashed ({how}) {doing} {self.source}" + (f": {last[0].strip()}" if last else ""),
+            "onnxruntime to run the reference model or raise an error",
+            "validate with onnxruntime's graph optimizations off (OnnxRuntimeModule(path, "
+            "graph_optimization='disable')), validate the engine against the PyTorch model instead, or report the "
+            f"model to onnxruntime (graph optimization: {optimization})"))
+
+
+def _stop(proc: subprocess.Popen[bytes], stderr: Any) -> None:
+    for stream in (proc.stdin, proc.stdout):
+        with contextlib.suppress(OSError):
+            if stream is not None:
+                stream.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    stderr.close()
+
+
+def _as_numpy(tensor: torch.Tensor, declared: torch.dtype | None) -> Any:
+    """``tensor`` as a NumPy array for onnxruntime. A floating tensor meets a wider floating input in the dtype the
+    graph declares (exact: a bf16 or fp16 reference compared with an fp32 export); NumPy has no bfloat16."""
+    tensor = tensor.detach().cpu()
+    if (declared is not None and tensor.dtype.is_floating_point and declared.is_floating_point
+            and (tensor.dtype == torch.bfloat16 or tensor.dtype.itemsize < declared.itemsize)):
+        tensor = tensor.to(declared)
+    return tensor.numpy()
+
+
 def _import_onnxruntime() -> Any:
     try:
         return importlib.import_module("onnxruntime")
@@ -259,14 +390,14 @@ def _import_onnxruntime() -> Any:
                                              _ORT_HINT)) from None
 
 
-def as_callable(obj: Any) -> Callable[..., Any]:
+def as_callable(obj: Any, *, isolated: bool = True) -> Callable[..., Any]:
     """Anything ``validate`` and ``benchmark`` accept, as a callable on torch tensors.
 
-    ONNX models (``ModelProto``, or a path ending in .onnx) become ``OnnxRuntimeModule``; callables are returned
-    as they are.
+    ONNX models (``ModelProto``, or a path ending in .onnx) become ``OnnxRuntimeModule`` (``isolated``: in a process
+    of its own, see there); callables are returned as they are.
     """
     if isinstance(obj, onnx.ModelProto) or (isinstance(obj, (str, os.PathLike)) and str(obj).endswith(".onnx")):
-        return OnnxRuntimeModule(obj)
+        return OnnxRuntimeModule(obj, isolated=isolated)
     if callable(obj):
         return obj
     raise InvalidInputError(failure(f"cannot run a {type(obj).__name__}",
@@ -397,7 +528,7 @@ def default_tolerance(precision: str) -> tuple[float, float]:
     return TOLERANCES[precision]
 
 
-def _precision_of(compiled: Any, pairs: list[tuple[torch.Tensor, Any]]) -> str:
+def _precision_of(compiled: Any, pairs: list[tuple[torch.Tensor, Any]], inputs: tuple[torch.Tensor, ...]) -> str:
     for holder in (compiled, getattr(compiled, "engine", None)):
         value = getattr(holder, "precision", None)
         if value in PRECISIONS:
@@ -406,7 +537,8 @@ def _precision_of(compiled: Any, pairs: list[tuple[torch.Tensor, Any]]) -> str:
         asked = getattr(getattr(metadata, "options", None), "precision", None)  # BuildOptions.precision
         if asked in PRECISIONS:
             return str(asked)
-    found = {_DTYPE_PRECISION.get(t.dtype) for ref, got in pairs for t in (ref, got) if isinstance(t, torch.Tensor)}
+    tensors = [t for pair in pairs for t in pair] + list(inputs)  # inputs too: bf16 inputs into an fp32 export
+    found = {_DTYPE_PRECISION.get(t.dtype) for t in tensors if isinstance(t, torch.Tensor)}
     return "bf16" if "bf16" in found else "fp16" if "fp16" in found else "fp32"
 
 
@@ -481,10 +613,11 @@ def validate(model: Any, compiled: Any, inputs: Any = None, *, trials: int = 3, 
         inputs: a tensor or tuple of tensors used by trial 0 and as the template of later trials' random inputs;
             None derives shapes from an ONNX or engine candidate (or reference). Default: None.
         trials: number of input sets (>= 1). Default: 3.
-        atol: absolute tolerance. Default: None (by precision, see ``TOLERANCES``).
-        rtol: relative tolerance. Default: None (by precision).
+        atol: absolute tolerance. Default: None (by precision, see ``TOLERANCES``: fp32 1e-4, fp16 1e-2, bf16 5e-2).
+        rtol: relative tolerance, scaled by ``|ref|`` per element. Default: None (by precision: fp32 1e-3,
+            fp16 5e-3, bf16 2e-2).
         precision: "fp32", "fp16" or "bf16", choosing the default tolerances. Default: None (the candidate's build
-            precision where known, else the lowest output precision).
+            precision where known, else the lowest precision among the inputs and outputs).
         seed: seed of the random inputs. Default: 0.
 
     Raises:
@@ -524,7 +657,7 @@ def validate(model: Any, compiled: Any, inputs: Any = None, *, trials: int = 3, 
     first_ref = runs[0][0]
     pairs = [(r, g) for ref_out, got in runs if got for (_, r), g in zip(ref_out, got)]
     precision = precision or _precision_of(compiled if not isinstance(candidate, OnnxRuntimeModule) else candidate,
-                                           pairs)
+                                           pairs, examples)
     d_atol, d_rtol = default_tolerance(precision)
     atol = d_atol if atol is None else float(atol)
     rtol = d_rtol if rtol is None else float(rtol)

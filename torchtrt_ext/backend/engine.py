@@ -234,6 +234,13 @@ class Engine:
         except FileNotFoundError:
             raise InvalidInputError(failure(f"engine file {target} does not exist", "a path written by save()",
                                             "check the path")) from None
+        except IsADirectoryError:
+            raise InvalidInputError(failure(f"engine file {target} is a directory", "a path written by save()",
+                                            f"pass the engine file inside it (e.g. {target}/model.engine)")) from None
+        except OSError as exc:
+            raise InvalidInputError(failure(f"engine file {target} cannot be read: {exc.strerror or exc}",
+                                            "a readable file written by save()", "check the path and its "
+                                            "permissions")) from None
         return cls.from_bytes(data, source=str(target))
 
 

@@ -170,13 +170,14 @@ def examples_for(shapes: dict[str, tuple[int, ...]], model: Any, dtype: Any, dev
 
 
 def open_target(text: str, device: Any, dtype: Any, allow_engine_host_code: bool,
-                plugin_libraries: Sequence[str] | None = None) -> tuple[str, Any]:
-    """(kind, something callable) for a target: onnxruntime for an ONNX file, a TRTModule for an engine, the model."""
+                plugin_libraries: Sequence[str] | None = None, *, isolated: bool = True) -> tuple[str, Any]:
+    """(kind, something callable) for a target: onnxruntime for an ONNX file (in a worker process unless
+    ``isolated=False``, which timing needs), a TRTModule for an engine, the model."""
     kind = target_kind(text)
     if kind == "onnx":
         from torchtrt_ext.validate import OnnxRuntimeModule
 
-        return kind, OnnxRuntimeModule(text)
+        return kind, OnnxRuntimeModule(text, isolated=isolated)
     if kind == "engine":
         return kind, TRTModule(Engine.load(text), allow_engine_host_code=allow_engine_host_code,
                                plugin_libraries=plugin_libraries)

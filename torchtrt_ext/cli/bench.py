@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> tuple[int, Any, str]:
     dtype = dtype_of(args.dtype)
     candidates: dict[str, Any] = {}
     for text, kind in zip(args.targets, kinds):
-        _, runnable = open_target(text, device, dtype, args.allow_engine_host_code)
+        _, runnable = open_target(text, device, dtype, args.allow_engine_host_code, isolated=False)  # timed in-process
         candidates[f"{text} (onnxruntime)" if kind == "onnx" else text] = runnable
         if kind == "model" and args.torch_compile:
             candidates[f"{text} (torch.compile)"] = torch.compile(runnable)

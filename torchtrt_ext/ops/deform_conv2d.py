@@ -101,7 +101,8 @@ def columns_to_output(cols: torch.Tensor, weight: torch.Tensor, bias: torch.Tens
     n = cols.shape[0]
     c_out = weight.shape[0]
     w = weight.reshape(groups, c_out // groups, -1)
-    out = torch.matmul(w, cols.reshape(n, groups, w.shape[-1], -1)).reshape(n, c_out, *out_hw)
+    p = out_hw[0] * out_hw[1]  # explicit, not -1: an empty batch has no elements to infer it from
+    out = torch.matmul(w, cols.reshape(n, groups, w.shape[-1], p)).reshape(n, c_out, *out_hw)
     if bias is not None:
         out = out + bias.reshape(1, c_out, 1, 1)
     return out
@@ -134,6 +135,8 @@ def _eager(input: torch.Tensor, offset: torch.Tensor, weight: torch.Tensor, bias
 def _cuda(input: torch.Tensor, offset: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
           mask: torch.Tensor | None, stride: _Pair, padding: _Pair, dilation: _Pair, groups: int,
           offset_groups: int) -> torch.Tensor:
+    if input.shape[0] == 0:  # nothing to launch a kernel for: the empty output, as torch's conv2d gives
+        return torch_deform_conv2d(input, offset, weight, bias, mask, stride, padding, dilation, groups, offset_groups)
     return deform_conv2d_full(input, offset, weight, bias, mask, stride, padding, dilation, groups, offset_groups)
 
 

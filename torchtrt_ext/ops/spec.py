@@ -109,7 +109,7 @@ def _check_float32(op: str, label: str, value: float | tuple[float, ...]) -> Non
             raise InvalidAttributeError(
                 f"{op}: argument {label}={v!r} does not survive float32, the type ONNX and TensorRT store float "
                 f"attributes in: it would become {as32!r}. Remedy: pass a value between 1.4e-45 and 3.4e38 in "
-                "magnitude (or 0)")
+                "magnitude")
 
 
 def finite_positive(value: float) -> bool:

@@ -121,6 +121,9 @@ def read_onnx(source: OnnxSource, what: str = "the ONNX model") -> onnx.ModelPro
     load: Callable[[], onnx.ModelProto]
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
+        if path.is_dir():
+            raise InvalidInputError(failure(f"ONNX file {path} is a directory, not a file", "a path to a .onnx file",
+                                            f"pass the .onnx file inside it (e.g. {path}/model.onnx)"))
         if not path.is_file():
             raise InvalidInputError(failure(f"ONNX file {path} does not exist", "a path to a .onnx file",
                                             "check the path, or pass the onnx.ModelProto itself"))
