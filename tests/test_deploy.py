@@ -150,8 +150,8 @@ def triton_io_errors(config: Any) -> list[str]:
 def make_scalar_engine(batch: int = -1) -> Engine:
     shape: tuple[int, ...] = (batch,) if batch == -1 else ()
     meta = EngineMetadata(inputs=(TensorInfo("x", "float32", (batch, 4)),), outputs=(TensorInfo("score", "float32",
-                          shape),), profiles=(Profile({"x": ((1, 4), (1, 4), (8, 4))}),), build={},
-                          backend="tensorrt", trt_version="10.13.0", plugins=(), plugin_mode="none")
+                          shape),), profiles=(Profile({"x": ((1, 4), (1, 4), (8, 4))}),), options=BuildOptions(),
+                          target=Target("tensorrt", "10.13.0"), plugin_plan=PluginPlan("none"))
     return Engine(b"plan", meta)
 
 
@@ -172,7 +172,8 @@ def test_rank_zero_output_without_batching_is_refused() -> None:
 
 def test_rtx_plan_says_tritons_tensorrt_backend_cannot_load_it(caplog: pytest.LogCaptureFixture) -> None:
     engine = make_engine(plugins=())
-    rtx = Engine(engine.plan, dataclasses.replace(engine.metadata, backend="tensorrt_rtx"))
+    target = dataclasses.replace(engine.metadata.target, backend="tensorrt_rtx")
+    rtx = Engine(engine.plan, dataclasses.replace(engine.metadata, target=target))
     with caplog.at_level(logging.WARNING, logger="torchtrt_ext.deploy"):
         deploy.triton_config(engine, "m", max_batch_size=4)
         assert not caplog.records

@@ -12,6 +12,8 @@ import stat
 import subprocess
 from pathlib import Path
 
+from tests.plugins import real_trtp
+
 REPO = Path(__file__).resolve().parents[1]
 
 _STAND_IN_PYTHON = """#!/bin/sh
@@ -30,7 +32,8 @@ def _tree(tmp_path: Path) -> Path:
     shutil.copy(REPO / "scripts" / "setup_env.sh", root / "scripts" / "setup_env.sh")
     for name, text in {"pyproject.toml": "[project]\n", "setup.py": "# setup\n", "csrc/kernels/a.cu": "// a\n",
                        "torchtrt_ext/lib/libtorchtrt_ext_plugins.so": "\x7fELF",
-                       ".deps/tensorrt-plugin-11.4.0.106/tensorrt_bindings/plugin/__init__.py": ""}.items():
+                       **{f".deps/tensorrt-plugin-{release}/tensorrt_bindings/plugin/__init__.py": ""
+                          for release in real_trtp.RELEASES}}.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
     python = root / ".venv" / "bin" / "python"
