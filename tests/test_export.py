@@ -1,6 +1,8 @@
 """export_onnx argument checking: errors raised before any export work, naming the argument."""
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -81,3 +83,36 @@ def test_the_file_carries_one_function_per_op_type_and_runs_on_onnxruntime_as_it
         assert rel_err(got, model(x)) < 1e-5
     plain = torchtrt_ext.export_onnx(model, (x,), exporter=exporter, functions=False)
     assert not plain.functions and [n.op_type for n in plain.graph.node if n.domain] == [n.op_type for n in custom]
+
+
+# torch's own words when the legacy exporter meets a model over protobuf's limit (torch.onnx.utils, 2.x)
+_TORCH_2GIB = ("The serialized model is larger than the 2GiB limit imposed by the protobuf library. Therefore the "
+               "output file must be a file path, so that the ONNX external data can be written to the same directory.")
+
+
+def _failing(message: str):  # type: ignore[no-untyped-def]
+    def run(*args: object) -> None:
+        raise RuntimeError(message)
+    return run
+
+
+@pytest.mark.parametrize(("exporter", "failures", "remedy", "not_in_remedy"), [
+    ("auto", {"dynamo": "cannot trace", "legacy": "cannot trace"}, r"try static shapes", "exporter="),
+    ("dynamo", {"dynamo": "cannot trace"}, r"try exporter='legacy', or static shapes", "exporter='dynamo'"),
+    ("legacy", {"legacy": "cannot trace"}, r"try exporter='dynamo', or static shapes", "exporter='legacy'"),
+    ("auto", {"dynamo": "cannot trace", "legacy": _TORCH_2GIB}, r"cannot pass 2 GiB: export with exporter='dynamo' "
+     r"\(it writes the weights as external data\)", "exporter='legacy'"),
+])
+def test_the_remedy_of_a_failed_export_names_what_was_not_tried(monkeypatch: pytest.MonkeyPatch, exporter: str,
+                                                                 failures: dict[str, str], remedy: str,
+                                                                 not_in_remedy: str) -> None:
+    """Issue 33 item 2: the legacy exporter failing on a model over 2 GiB was told to try the legacy exporter. The
+    exporters are stand-ins raising torch's messages (a real > 2 GiB export needs ~8 GB of memory)."""
+    from torchtrt_ext import export
+    from torchtrt_ext.errors import ExportError
+
+    for which, message in failures.items():
+        monkeypatch.setattr(export, f"_export_{which}", _failing(message))
+    with pytest.raises(ExportError) as info:
+        torchtrt_ext.export_onnx(torch.nn.Linear(4, 2), (torch.randn(1, 4),), exporter=exporter)
+    assert re.search(remedy, info.value.remedy) and not_in_remedy not in info.value.remedy

@@ -47,6 +47,7 @@ DYNAMO_OPSETS = range(18, 24)
 DEFAULT_OPSET = 18
 DynamicShapes = Mapping[str, Mapping[int, str]]
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_PROTOBUF_LIMIT = re.compile(r"2\s*Gi?B|protobuf", re.IGNORECASE)
 _CAUSE = re.compile(r"data-dependent|control flow|not supported|unsupported|cannot|could not", re.IGNORECASE)
 #: torch.export's pointer into the model's code: 'The following call raised this error:\n  File "m.py", line 8, ...'
 _RAISED_AT = re.compile(r'raised this error:\s*File "(?P<file>[^"]+)", line (?P<line>\d+)[^\n]*\n(?P<code>[^\n]+)')
@@ -219,9 +220,7 @@ def export_onnx(model: torch.nn.Module, example_inputs: Any, path: str | os.Path
             errors.append(f"{which} exporter: {_exporter_failure(exc)}")
     else:
         raise ExportError(failure(f"ONNX export failed ({'; '.join(errors)})", "a model torch.export or the "
-                                  "TorchScript tracer can capture on the example inputs",
-                                  "check the model runs on the example inputs; try exporter='legacy' or 'dynamo' "
-                                  "explicitly, or static shapes (dynamic_shapes={})"))
+                                  "TorchScript tracer can capture on the example inputs", _export_remedy(order, errors)))
     if errors and which == "legacy":
         log.warning("%s; exported with the legacy TorchScript exporter instead, which records the path the example "
                     "inputs took: data-dependent control flow (an 'if' or loop on tensor values) is fixed to that "
@@ -230,6 +229,17 @@ def export_onnx(model: torch.nn.Module, example_inputs: Any, path: str | os.Path
     if path is not None:
         save_onnx(onnx_model, path)
     return onnx_model
+
+
+def _export_remedy(tried: Sequence[str], errors: Sequence[str]) -> str:
+    """What to do after every exporter in ``tried`` failed: never the exporter that just failed; for a model over
+    protobuf's 2 GiB limit, the exporter that writes its weights as external data."""
+    if any(e.startswith("legacy") and _PROTOBUF_LIMIT.search(e) for e in errors):
+        return ("the legacy exporter holds the whole model in one protobuf message, which cannot pass 2 GiB: export "
+                "with exporter='dynamo' (it writes the weights as external data), or make the model smaller")
+    others = [f"exporter={e!r}" for e in EXPORTERS[1:] if e not in tried]
+    return ("check the model runs on the example inputs; " + (f"try {' or '.join(others)}, or " if others else "try ")
+            + "static shapes (dynamic_shapes={})")
 
 
 _ORIGINAL_APPLY = torch.autograd.Function.__dict__["apply"]
