@@ -54,3 +54,16 @@ def test_no_gpu_is_a_missing_runtime_not_a_failed_build(monkeypatch: pytest.Monk
                                                  (ValueError("odd"), ExitCode.INTERNAL)])
 def test_errors_from_outside_the_family(error: Exception, expected: ExitCode) -> None:
     assert cli.exit_code(error) == expected
+
+
+def test_main_in_process_leaves_the_package_logger_as_it_found_it(tmp_path: object,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A script or test calling ``cli.main`` keeps its own logging: main's stderr handler (on a stream that may be
+    closed later, as pytest's capture is) is taken off again, with the level and propagation it changed."""
+    import logging
+
+    logger = logging.getLogger("torchtrt_ext")
+    before = (logger.handlers[:], logger.level, logger.propagate)
+    assert cli.main(["inspect", "does-not-exist.onnx"]) == ExitCode.USAGE
+    assert "does-not-exist.onnx" in capsys.readouterr().err
+    assert (logger.handlers[:], logger.level, logger.propagate) == before

@@ -50,13 +50,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _setup_logging(verbose: bool) -> None:
+@contextlib.contextmanager
+def _logging_to_stderr(verbose: bool) -> Iterator[None]:
+    """Meanwhile, the package's log lines go to this stderr, one per line; the logger is put back as it was after
+    (``main`` called in-process, from a script or a test, must not leave a handler on a stream that may close)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(f"{PROG}: %(levelname)s: %(message)s"))
     root = logging.getLogger("torchtrt_ext")
+    saved = root.handlers[:], root.level, root.propagate
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if verbose else logging.WARNING)
     root.propagate = False
+    try:
+        yield
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+        root.propagate = saved[2]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -66,8 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help (0) or a usage error already printed on one line (2)
         return int(exc.code or 0)
-    _setup_logging(args.verbose)
-    with _stdout_to_stderr() if args.json else contextlib.nullcontext():
+    with _logging_to_stderr(args.verbose), _stdout_to_stderr() if args.json else contextlib.nullcontext():
         try:
             code, data, text = args.handler(args)
         except KeyboardInterrupt:
