@@ -35,7 +35,7 @@ from torchtrt_ext._files import atomic_write, file_lock
 from torchtrt_ext.backend.engine import Engine, canonical_json
 from torchtrt_ext.backend.options import BuildOptions, Target
 from torchtrt_ext.backend.profiles import DEFAULT_MAX_BATCH, ProfileSpec
-from torchtrt_ext.errors import CorruptEngineError
+from torchtrt_ext.errors import CorruptEngineError, EngineCompatibilityError
 
 log = logging.getLogger("torchtrt_ext.cache")
 
@@ -116,6 +116,9 @@ class EngineCache:
             log.warning("cached engine %s is corrupted (%s); deleting it and rebuilding", path, exc.what)
             with contextlib.suppress(OSError):
                 path.unlink()
+            return None
+        except EngineCompatibilityError as exc:  # metadata of another format: the build replaces the file
+            log.warning("cached engine %s was written by another torchtrt_ext (%s); rebuilding", path, exc.what)
             return None
         cached = engine.metadata.target
         if cached != target:
