@@ -68,3 +68,14 @@ class DataDependentBranch(torch.nn.Module):
 
 def make_branchy() -> torch.nn.Module:
     return DataDependentBranch()
+
+
+class FailsAtRunTime(torch.nn.Module):
+    """Loads, then raises on every call: a benchmark candidate that fails."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("this candidate always fails")
+
+
+def make_failing() -> torch.nn.Module:
+    return FailsAtRunTime()
