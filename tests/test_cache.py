@@ -222,6 +222,39 @@ def test_two_processes_building_one_key_build_it_once_and_leave_one_valid_file(r
     assert leftovers == []
 
 
+def test_two_threads_building_one_key_build_it_once(real_engine: Engine, rtx: str, conv_onnx: onnx.ModelProto,
+                                                    isolated_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lock in one process too (each builder opens the lock file itself, and flock locks per open file): the
+    stand-in build waits up to 5 s for a second builder; with the exclusive lock none comes, and the second thread
+    loads the first one's file. The in-process form of the test above, which the mutation run can see."""
+    import threading
+
+    inside: list[str] = []
+    second = threading.Event()
+
+    def stand_in(build: builder_module.BuildPlan, **options: object) -> Engine:
+        inside.append(threading.current_thread().name)
+        if len(inside) == 2:
+            second.set()
+        second.wait(5)
+        return real_engine.with_metadata(options=build.options, target=build.target)
+
+    monkeypatch.setattr(builder_module, "build_from_plan", stand_in)
+    results: dict[str, Engine] = {}
+
+    def ask() -> None:
+        results[threading.current_thread().name] = cached_build_engine(conv_onnx, backend=rtx, progress=False)
+
+    threads = [threading.Thread(target=ask, name=f"builder {i}") for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(results) == 2 and len(inside) == 1, f"builds: {inside}"
+    assert results["builder 0"].metadata_bytes == results["builder 1"].metadata_bytes
+    assert len(_engines(isolated_cache)) == 1
+
+
 def test_an_interrupted_cache_write_leaves_no_partial_engine(real_engine: Engine, rtx: str,
                                                              conv_onnx: onnx.ModelProto, isolated_cache: Path,
                                                              builds: list[dict[str, object]],

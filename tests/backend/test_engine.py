@@ -48,6 +48,22 @@ def test_metadata_and_plan_round_trip_byte_for_byte(tmp_path: Path) -> None:
     assert loaded.metadata.inputs[0].shape == (-1, 3, 8, 8) and loaded.metadata.output_tree == METADATA.output_tree
 
 
+def test_metadata_is_written_canonically() -> None:
+    """Sorted keys, no spaces, ASCII only (the file reads back byte for byte, the cache key hashes these bytes)."""
+    assert canonical_json({"b": [1, 2], "a": "é"}) == b'{"a":"\\u00e9","b":[1,2]}'
+    assert METADATA.canonical_bytes() == canonical_json(METADATA.to_json())
+    assert list(json.loads(METADATA.canonical_bytes())) == sorted(METADATA.to_json())
+
+
+def test_a_loaded_engine_keeps_the_metadata_bytes_it_was_read_from(tmp_path: Path) -> None:
+    """Metadata written another way (spaces, key order) is read, kept as it was and written back unchanged."""
+    spaced = json.dumps(METADATA.to_json(), indent=1).encode("ascii")
+    data = Engine(PLAN, METADATA, _metadata_bytes=spaced).to_bytes()
+    (tmp_path / "spaced.engine").write_bytes(data)
+    loaded = Engine.load(tmp_path / "spaced.engine")
+    assert loaded.metadata == METADATA and loaded.metadata_bytes == spaced and loaded.to_bytes() == data
+
+
 def test_the_file_layout_is_magic_sizes_metadata_plan_digest() -> None:
     data = Engine(PLAN, METADATA).to_bytes()
     meta = METADATA.canonical_bytes()
@@ -90,7 +106,8 @@ def test_metadata_of_another_format_is_another_torchtrt_exts(version: object) ->
 # a key missing anywhere in the metadata (top level or nested) and values of the wrong kind
 BROKEN_METADATA: dict[str, Callable[[dict[str, Any]], object]] = {
     **{f"no {key}": (lambda key: lambda m: m.pop(key))(key)
-       for key in ("inputs", "outputs", "profiles", "options", "target", "plugin_plan")},
+       for key in ("inputs", "outputs", "profiles", "options", "target", "plugin_plan", "plugins_embedded",
+                   "output_tree", "torchtrt_ext_version")},
     "no input shape": lambda m: m["inputs"][0].pop("shape"),
     "no precision": lambda m: m["options"].pop("precision"),
     "no embed_plugins": lambda m: m["options"].pop("embed_plugins"),
@@ -116,9 +133,15 @@ def test_metadata_missing_a_key_or_malformed_is_corrupt(change: Callable[[dict[s
     assert "rebuild" in info.value.remedy
 
 
-@pytest.mark.parametrize("metadata", [b"[]", b"not json", "é".encode("latin-1")], ids=["a list", "text", "latin-1"])
-def test_metadata_that_is_not_a_json_object_is_corrupt(metadata: bytes) -> None:
-    with pytest.raises(CorruptEngineError, match="not a valid torchtrt_ext engine file"):
+NOT_ASCII = json.dumps({**METADATA.to_json(), "torchtrt_ext_version": "0.1.0-é"}, ensure_ascii=False).encode()
+
+
+@pytest.mark.parametrize("metadata, why", [
+    (b"[]", "without a format_version"), (b"not json", "does not parse"), (b"", "does not parse"),
+    (NOT_ASCII, r"does not parse \(UnicodeDecodeError"),
+], ids=["a list", "text", "empty", "UTF-8, not ASCII"])
+def test_metadata_that_is_not_an_ascii_json_object_is_corrupt(metadata: bytes, why: str) -> None:
+    with pytest.raises(CorruptEngineError, match=f"<bytes> is not a valid torchtrt_ext engine file: .*{why}"):
         Engine.from_bytes(Engine(PLAN, METADATA, _metadata_bytes=metadata).to_bytes())
 
 
@@ -133,6 +156,8 @@ def test_a_file_that_does_not_add_up_is_corrupt() -> None:
         good[:30]: "only 30 bytes",
         MAGIC[:5]: "only 5 bytes",
         b"": "only 0 bytes",
+        # the smallest file that adds up (no metadata, no plan) is read as far as its metadata
+        MAGIC + struct.pack("<QQ", 0, 0) + hashlib.sha256(b"").digest(): r"metadata does not parse \(JSONDecodeError",
         b"PK\x03\x04 a zip" + bytes(40): r"starts with b'PK\\x03\\x04 a z', not b'TTXENG01' \(not an engine file\)",
     }
     for data, why in cases.items():
@@ -146,6 +171,9 @@ def test_a_file_that_does_not_add_up_is_corrupt() -> None:
 def test_loading_and_making_engines_refuse_what_is_not_one(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="does not exist"):
         Engine.load(tmp_path / "missing.engine")
+    (tmp_path / "cut.engine").write_bytes(Engine(PLAN, METADATA).to_bytes()[:-1])
+    with pytest.raises(CorruptEngineError, match=f"^{tmp_path / 'cut.engine'} is not a valid torchtrt_ext engine"):
+        Engine.load(tmp_path / "cut.engine")
     for plan in (b"", "text"):
         with pytest.raises(InvalidInputError, match="empty or non-bytes plan"):
             Engine(plan, METADATA)  # type: ignore[arg-type]

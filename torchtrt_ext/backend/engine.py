@@ -144,9 +144,9 @@ class EngineMetadata:
                 options=BuildOptions.from_json(data["options"]),
                 target=Target.from_json(data["target"]),
                 plugin_plan=PluginPlan.from_json(data["plugin_plan"]),
-                plugins_embedded=bool(data.get("plugins_embedded", False)),
-                output_tree=data.get("output_tree"),
-                torchtrt_ext_version=str(data.get("torchtrt_ext_version", "")),
+                plugins_embedded=bool(data["plugins_embedded"]),  # every key is written: one missing is corrupt
+                output_tree=data["output_tree"],
+                torchtrt_ext_version=str(data["torchtrt_ext_version"]),
             )
         except (KeyError, ValueError, TypeError, AttributeError) as exc:  # a missing key or a value of another type
             raise CorruptEngineError(failure(f"engine metadata does not parse ({type(exc).__name__}: {exc})",
