@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Mutation testing of one module with mutmut (developer command, not CI: minutes per module on 2 cores).
 #
-#   bash scripts/mutation.sh MODULE                 # a preset below: ops, fusion, decompose, cache, profiles, precision
+#   bash scripts/mutation.sh MODULE                 # a preset below: ops, spec, torch_op, deform, fusion, decompose,
+#                                                   # cache, engine, validate, efficient_nms, cli, profiles, precision
 #   bash scripts/mutation.sh 'torchtrt_ext/x.py' tests/test_x.py ...   # any source glob and the tests that cover it
 #
 # mutmut copies the package into build/mutation/<name>/mutants/, runs the selected tests once to learn which test
@@ -44,6 +45,15 @@ preset() {  # name -> "source glob|test paths"
         fusion)    echo "torchtrt_ext/passes/fuse_l2norm.py|tests/passes/test_fuse_l2norm_graphs.py" ;;
         decompose) echo "torchtrt_ext/passes/decompose.py|tests/passes/test_decompose.py" ;;
         cache)     echo "torchtrt_ext/cache.py|tests/test_cache.py tests/test_cache_readonly.py tests/test_runtime_host_code.py" ;;
+        engine)    echo "torchtrt_ext/backend/engine.py|tests/backend/test_engine.py" ;;  # the file format, stand-in plans
+        validate)  echo "torchtrt_ext/validate.py|tests/test_validate.py tests/test_validate_shapes.py" ;;
+        efficient_nms)  # eager math against the brute-force reference, checks, the decomposition on hand-built nodes
+                   # in onnxruntime and one legacy export (the dynamo exports take minutes a run)
+                   t=tests/ops/test_efficient_nms.py
+                   echo "torchtrt_ext/ops/efficient_nms.py|$t::test_eager_matches_reference $t::test_many_candidates_span_several_blocks_and_k_cuts_them $t::test_background_class_and_images_without_detections $t::test_boundary_cases_sit_on_their_boundary $t::test_eager_on_boundary_cases_matches_reference $t::test_decomposition_on_boundary_cases_matches_reference $t::test_empty_inputs_give_fixed_size_zeros $t::test_half_inputs_give_the_reference_on_their_values $t::test_asking_for_gradients_raises $t::test_bad_inputs_raise_before_any_work $t::test_bad_attributes_raise $t::test_mixed_dtypes_raise $t::test_export_emits_one_efficientnms_trt_node[legacy] $t::test_decomposition_keeps_half_outputs_half tests/passes/test_decompose.py" ;;
+        cli)       # the command in-process (main() is what the console script returns); the subprocess tests reach no
+                   # mutant's trampoline in this process, so mutmut does not pick them
+                   echo "torchtrt_ext/cli/*.py|tests/cli/test_main.py tests/cli/test_cli.py tests/cli/test_cli_safety.py tests/cli/test_bench.py tests/cli/test_targets.py" ;;
         profiles)  echo "torchtrt_ext/backend/profiles.py|tests/backend/test_profiles.py" ;;
         precision) echo "torchtrt_ext/passes/precision.py|tests/passes/test_precision_graphs.py tests/passes/test_precision_guards.py::test_tiny_constants_stay_nonzero_in_fp16" ;;  # hand-built graphs: no exporter
         *) return 1 ;;
@@ -51,11 +61,11 @@ preset() {  # name -> "source glob|test paths"
 }
 
 if [ $# -eq 0 ]; then
-    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 fi
 if [ $# -eq 1 ]; then
-    spec=$(preset "$1") || { echo "mutation.sh: no preset '$1'. Remedy: one of ops spec deform fusion decompose cache profiles precision, or give GLOB TESTS..." >&2; exit 2; }
+    spec=$(preset "$1") || { echo "mutation.sh: no preset '$1'. Remedy: one of ops spec torch_op deform fusion decompose cache engine validate efficient_nms cli profiles precision, or give GLOB TESTS..." >&2; exit 2; }
     name=$1 glob=${spec%%|*} tests=${spec#*|}
 else
     glob=$1; shift
