@@ -2,15 +2,19 @@
 deliberately wrong op caught with the right output named."""
 from __future__ import annotations
 
+import dataclasses
 import json
+from pathlib import Path
 
+import onnx
 import pytest
 import torch
 
 import torchtrt_ext
 from torchtrt_ext.errors import InvalidInputError
 from torchtrt_ext.ops import Attr, Decomposer, OpSpec, define_op
-from torchtrt_ext.validate import TOLERANCES, OnnxRuntimeModule, ValidationFailedError, validate
+from torchtrt_ext.validate import (TOLERANCES, OnnxRuntimeModule, OutputComparison, ValidationFailedError,
+                                   ValidationReport, format_table, validate)
 
 
 class Head(torch.nn.Module):
@@ -179,3 +183,91 @@ def test_engine_metadata_gives_input_shapes_and_the_gpu() -> None:
     assert input_specs_of(fake_trt_module) == [((4, 3, 8, 8), torch.float16)]  # the first profile's opt shape
     assert preferred_device(fake_trt_module) == torch.device("cuda")
     assert preferred_device(Head()) == torch.device("cpu") and preferred_device(lambda x: x) is None
+
+
+# ------------------------------------------------------------------------------------- the report, as printed
+BOXES = OutputComparison("boxes", (1, 4), (1, 4), "float32", "float32", 1e-4, 1e-3, True, "", 1.23456e-5, 0.0,
+                         0.99999912, 1.23456e-5)
+SCORES = OutputComparison("scores", (6,), (1, 6), "float16", "float32", 1e-2, 1e-2, False, "shape (1, 6) != (6,)",
+                          None, float("nan"), None, None)
+COUNT = OutputComparison("count", (), None, "int64", None, 0.0, 0.0, False, "missing")
+
+
+def test_the_report_table_says_per_output_what_was_compared() -> None:
+    report = ValidationReport((BOXES, SCORES, COUNT), "fp16", 1e-2, 0.5, 2, "model.py:make", "model.engine",
+                              "the candidate returned 2 outputs, the reference 3")
+    assert report.to_table() == "\n".join([
+        "validate model.engine against model.py:make: FAIL (fp16: atol=0.01, rtol=0.5; 2 trial(s))",
+        "output  shape        max abs   max rel  cosine    min atol  result",
+        "------  -----------  --------  -------  --------  --------  --------------------------",
+        "boxes   1x4          1.23e-05  0        0.999999  1.23e-05  pass",
+        "scores  1x6 (ref 6)  -         nan      -         -         FAIL: shape (1, 6) != (6,)",
+        "count   scalar       -         -        -         -         FAIL: missing",
+        "error: the candidate returned 2 outputs, the reference 3"])
+    assert str(report) == report.to_table()
+    passed = ValidationReport((BOXES,), "fp32", 1e-4, 1e-3, 1, "a", "b")
+    assert passed.to_table().splitlines()[0] == "validate b against a: PASS (fp32: atol=0.0001, rtol=0.001; 1 trial(s))"
+    assert passed.check() is passed and not passed.failed_outputs
+    scalar = dataclasses.replace(COUNT, got_shape=(1,))
+    assert "1 (ref scalar)" in ValidationReport((scalar,), "fp32", 0, 0, 1, "a", "b").to_table()
+
+
+def test_the_report_as_json_is_strict_json() -> None:
+    report = ValidationReport((BOXES, SCORES, COUNT), "fp16", 1e-2, 0.5, 2, "ref", "cand")
+    data = json.loads(json.dumps(report.to_json(), allow_nan=False))  # NaN becomes null
+    assert {k: v for k, v in data.items() if k != "outputs"} == {
+        "passed": False, "precision": "fp16", "atol": 0.01, "rtol": 0.5, "trials": 2, "reference": "ref",
+        "candidate": "cand", "error": None}
+    assert data["outputs"][1] == {"name": "scores", "ref_shape": [6], "got_shape": [1, 6], "ref_dtype": "float16",
+                                  "got_dtype": "float32", "atol": 0.01, "rtol": 0.01, "passed": False,
+                                  "reason": "shape (1, 6) != (6,)", "max_abs_diff": None, "max_rel_diff": None,
+                                  "cosine": None, "min_atol": None}
+    assert data["outputs"][0]["max_abs_diff"] == 1.23456e-5 and data["outputs"][2]["got_shape"] is None
+    assert report.failed_outputs == ["scores", "count"]
+    assert ValidationReport((BOXES,), "fp32", 1, 1, 1, "a", "b", error="boom").to_json()["error"] == "boom"
+
+
+def test_check_names_every_failed_output_or_the_error() -> None:
+    report = ValidationReport((BOXES, SCORES, COUNT), "fp16", 1e-2, 0.5, 2, "ref", "cand")
+    with pytest.raises(ValidationFailedError) as info:
+        report.check()
+    assert info.value.what == "cand does not match ref (scores: shape (1, 6) != (6,); count: missing)"
+    assert info.value.expected == "every output within atol=0.01, rtol=0.5 (fp16)"
+    assert "compare in FP32 first" in info.value.remedy
+    with pytest.raises(ValidationFailedError, match=r"^cand does not match ref \(it raised\)"):
+        dataclasses.replace(report, outputs=(BOXES,), error="it raised").check()
+
+
+def test_format_table_aligns_columns() -> None:
+    assert format_table(["a", "long header"], [["wide cell", "x"], ["b", ""]]) == "\n".join([
+        "a          long header", "---------  -----------", "wide cell  x", "b"])
+    assert format_table(["a", "long header"], []) == "a  long header\n-  -----------"
+
+
+def test_inputs_are_a_tensor_or_a_sequence_of_tensors() -> None:
+    model = torch.nn.Linear(3, 2)
+    x = torch.randn(2, 3)
+    assert validate(model, model, x).passed and validate(model, model, [x]).passed
+    assert validate(model, model, (x,)).passed
+    for bad in ({"x": x}, (x, 3)):
+        with pytest.raises(InvalidInputError, match=f"inputs is a {type(bad).__name__}"):
+            validate(model, model, bad)
+
+
+def test_onnx_runtime_module_of_a_path_or_a_model(tmp_path: Path) -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2), torchtrt_ext.nn.L2Norm(dim=1)).eval()
+    x = torch.randn(2, 3)
+    exported = torchtrt_ext.export_onnx(model, (x,), exporter="legacy")
+    exported.graph.name = "head"
+    path = tmp_path / "head.onnx"
+    onnx.save(exported, str(path))
+    for source, name in ((str(path), "head.onnx"), (path, "head.onnx"), (exported, "head")):
+        module = OnnxRuntimeModule(source)
+        assert module.source == name and module.providers == ["CPUExecutionProvider"]
+        assert repr(module) == f"OnnxRuntimeModule({name}, providers=['CPUExecutionProvider'])"
+        assert not [n for n in module.model.graph.node if n.domain == "torchtrt_ext"]  # the L2Norm decomposed
+        assert len(module.input_names) == 1 and len(module.output_names) == 1
+        torch.testing.assert_close(module(x), model(x).detach(), rtol=1e-5, atol=1e-6)
+    assert OnnxRuntimeModule(exported, providers=("CPUExecutionProvider",)).providers == ["CPUExecutionProvider"]
+    with pytest.raises(InvalidInputError, match="OnnxRuntimeModule got a bytes"):
+        OnnxRuntimeModule(exported.SerializeToString())
