@@ -5,7 +5,10 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
+import numpy as np
 import onnx
 import pytest
 import torch
@@ -271,3 +274,142 @@ def test_onnx_runtime_module_of_a_path_or_a_model(tmp_path: Path) -> None:
     assert OnnxRuntimeModule(exported, providers=("CPUExecutionProvider",)).providers == ["CPUExecutionProvider"]
     with pytest.raises(InvalidInputError, match="OnnxRuntimeModule got a bytes"):
         OnnxRuntimeModule(exported.SerializeToString())
+
+
+# ------------------------------------------------------------------------------------ inputs made by validate
+def test_random_like_keeps_shape_dtype_and_the_examples_value_range() -> None:
+    from torchtrt_ext.validate import random_like
+
+    def draw(example: torch.Tensor, seed: int = 0) -> torch.Tensor:
+        return random_like(example, torch.Generator().manual_seed(seed))
+
+    floats = draw(torch.zeros(100, 100, dtype=torch.float16))
+    assert floats.dtype == torch.float16 and floats.shape == (100, 100)
+    assert abs(floats.float().mean()) < 0.05 and 0.95 < floats.float().std() < 1.05  # N(0, 1)
+    assert torch.equal(draw(torch.zeros(5), 3), draw(torch.zeros(5), 3))
+    assert not torch.equal(draw(torch.zeros(5), 3), draw(torch.zeros(5), 4))
+    flags = draw(torch.zeros(1000, dtype=torch.bool))
+    assert flags.dtype == torch.bool and 400 < int(flags.sum()) < 600
+    ints = draw(torch.tensor([3, 7, 5], dtype=torch.int32).repeat(400))
+    assert ints.dtype == torch.int32 and set(ints.tolist()) == {3, 4, 5, 6, 7}  # both ends of the example's range
+    empty = draw(torch.zeros(0, dtype=torch.int64))
+    assert empty.shape == (0,) and empty.dtype == torch.int64
+    assert set(draw(torch.zeros((0, 4), dtype=torch.int64).new_zeros(0)).tolist()) == set()
+
+
+def test_later_trials_draw_new_inputs_of_the_examples_kind() -> None:
+    seen: list[tuple[torch.Tensor, ...]] = []
+
+    def reference(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        seen.append((x, idx))
+        return x * 2
+
+    x, idx = torch.randn(2, 3), torch.tensor([[0, 9]])
+    assert validate(reference, reference, (x, idx), trials=3, seed=5).passed
+    assert len(seen) == 6 and torch.equal(seen[0][0], x) and torch.equal(seen[1][0], x)  # examples first
+    for trial in (seen[2], seen[4]):
+        assert trial[0].shape == x.shape and not torch.equal(trial[0], x)
+        assert trial[1].dtype == idx.dtype and 0 <= int(trial[1].min()) and int(trial[1].max()) <= 9
+    assert not torch.equal(seen[2][0], seen[4][0])
+    seen.clear()
+    validate(reference, reference, (x, idx), trials=2, seed=5)
+    again = seen[2][0]
+    seen.clear()
+    validate(reference, reference, (x, idx), trials=2, seed=6)
+    assert not torch.equal(seen[2][0], again)
+
+
+def _three_input_onnx() -> onnx.ModelProto:
+    """x: float [N, 3] (N dynamic), idx: int64 [2], flag: bool [2], and a weight listed among the graph inputs."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3]),
+              helper.make_tensor_value_info("idx", TensorProto.INT64, [2]),
+              helper.make_tensor_value_info("flag", TensorProto.BOOL, [2]),
+              helper.make_tensor_value_info("w", TensorProto.FLOAT, [3])]
+    outputs = [helper.make_tensor_value_info(n, t, None) for n, t in (("y", TensorProto.FLOAT),
+                                                                     ("idx_out", TensorProto.INT64),
+                                                                     ("flag_out", TensorProto.BOOL))]
+    nodes = [helper.make_node("Mul", ["x", "w"], ["y"]), helper.make_node("Identity", ["idx"], ["idx_out"]),
+             helper.make_node("Identity", ["flag"], ["flag_out"])]
+    weight = numpy_helper.from_array(np.full(3, 2.0, dtype=np.float32), "w")
+    graph = helper.make_graph(nodes, "three", inputs, outputs, initializer=[weight])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_inputs_none_takes_shapes_and_dtypes_from_the_onnx_graph() -> None:
+    from torchtrt_ext.validate import input_specs_of
+
+    module = OnnxRuntimeModule(_three_input_onnx())
+    assert module.input_specs() == [("x", (1, 3), torch.float32), ("idx", (2,), torch.int64),
+                                    ("flag", (2,), torch.bool)]  # dynamic dims 1, the weight is no input
+    assert input_specs_of(module) == [((1, 3), torch.float32), ((2,), torch.int64), ((2,), torch.bool)]
+    seen: list[tuple[torch.Tensor, ...]] = []
+
+    def reference(x: torch.Tensor, idx: torch.Tensor, flag: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        seen.append((x, idx, flag))
+        return x * 2, idx, flag
+
+    for candidate in (module, _three_input_onnx()):  # the candidate, or the reference, declares the inputs
+        seen.clear()
+        assert validate(reference, candidate, trials=1).passed
+        x, idx, flag = seen[0]
+        assert x.shape == (1, 3) and x.dtype == torch.float32 and bool((x != 0).all())
+        assert torch.equal(idx, torch.zeros(2, dtype=torch.int64)) and flag.dtype == torch.bool
+    seen.clear()
+    assert validate(module, reference, trials=1).passed and seen[0][0].shape == (1, 3)
+    first = seen[0][0]
+    seen.clear()
+    validate(module, reference, trials=1, seed=1)
+    assert not torch.equal(seen[0][0], first)  # the seed draws the inputs
+
+
+def test_engine_inputs_outside_the_profile_take_their_exported_dims() -> None:
+    from types import SimpleNamespace
+
+    from torchtrt_ext.backend import TensorInfo
+    from torchtrt_ext.validate import input_specs_of
+
+    metadata = SimpleNamespace(inputs=(TensorInfo("x", "float32", (-1, 3)), TensorInfo("n", "int32", (2,))),
+                               profiles=())
+    assert input_specs_of(SimpleNamespace(metadata=metadata)) == [((1, 3), torch.float32), ((2,), torch.int32)]
+    assert input_specs_of(SimpleNamespace(metadata=SimpleNamespace(inputs=(), profiles=()))) is None
+    assert input_specs_of(lambda x: x) is None and input_specs_of(torch.nn.Linear(2, 2)) is None
+
+
+class _Compiled:
+    """A candidate that says its precision the ways validate reads it: its own attribute, an engine's, metadata."""
+
+    def __init__(self, **where: object) -> None:
+        self.__dict__.update(where)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+
+@pytest.mark.parametrize("candidate, precision", [
+    (_Compiled(precision="bf16"), "bf16"),
+    (_Compiled(precision="as_exported"), "fp32"),
+    (_Compiled(engine=SimpleNamespace(precision="fp16")), "fp16"),
+    (_Compiled(metadata=SimpleNamespace(options=SimpleNamespace(precision="bf16"))), "bf16"),
+    (_Compiled(engine=SimpleNamespace(metadata=SimpleNamespace(options=SimpleNamespace(precision="fp16")))), "fp16"),
+    (lambda x: x.half(), "fp16"),
+    (lambda x: x.bfloat16(), "bf16"),
+    (lambda x: (x.half(), x.bfloat16()), "bf16"),
+    (lambda x: x, "fp32"),
+], ids=["attribute", "not a precision", "engine attribute", "metadata", "engine metadata", "fp16 outputs",
+        "bf16 outputs", "both", "fp32 outputs"])
+def test_the_precision_comes_from_the_candidate_or_its_outputs(candidate: Any, precision: str) -> None:
+    report = validate(candidate, candidate, torch.randn(4), trials=1)
+    assert report.precision == precision and (report.atol, report.rtol) == TOLERANCES[precision]
+
+
+def test_describe_names_what_was_compared(tmp_path: Path) -> None:
+    from torchtrt_ext.validate import describe
+
+    onnx.save(_three_input_onnx(), str(tmp_path / "three.onnx"))
+    assert describe(OnnxRuntimeModule(tmp_path / "three.onnx")) == "three.onnx (onnxruntime)"
+    assert describe(tmp_path / "model.engine") == "model.engine" and describe("dir/model.onnx") == "model.onnx"
+    assert describe(Head()) == "Head" and describe(_shifted) == "_shifted" and describe(_Compiled()) == "_Compiled"
+    report = validate(Head(), Head(), torch.randn(1, 3, 8, 8), trials=1)
+    assert (report.reference, report.candidate) == ("Head", "Head")
