@@ -412,3 +412,94 @@ def test_describe_names_what_was_compared(tmp_path: Path) -> None:
     assert describe(Head()) == "Head" and describe(_shifted) == "_shifted" and describe(_Compiled()) == "_Compiled"
     report = validate(Head(), Head(), torch.randn(1, 3, 8, 8), trials=1)
     assert (report.reference, report.candidate) == ("Head", "Head")
+
+
+# ------------------------------------------------------------------------------- how one output is compared
+def _compare_one(reference: torch.Tensor, got: Any, **kwargs: Any) -> OutputComparison:
+    report = validate(lambda x: reference, lambda x: got, torch.zeros(1), trials=1, **kwargs)
+    (only,) = report.outputs
+    assert report.passed == only.passed
+    return only
+
+
+def test_the_same_non_finite_values_at_the_same_places_match() -> None:
+    inf, nan = float("inf"), float("nan")
+    same = _compare_one(torch.tensor([[1.0, inf], [nan, -inf]]), torch.tensor([[1.0, inf], [nan, -inf]]),
+                        atol=0.0, rtol=0.0)
+    assert same.passed and same.max_abs_diff == 0 and same.min_atol == 0
+    near = _compare_one(torch.tensor([inf, 1.0]), torch.tensor([inf, 1.0005]), atol=0.0, rtol=1e-3)
+    assert near.passed and near.max_abs_diff == pytest.approx(5e-4, rel=1e-3)
+
+
+INF, NAN = float("inf"), float("nan")
+
+
+@pytest.mark.parametrize("reference, got, reason", [
+    ([1.0, 2.0, 3.0], [1.0, 2.0, NAN], "1 more NaN than the reference (first at index (0, 2))"),
+    ([1.0, 2.0, 3.0], [1.0, INF, 3.0], "non-finite values differ from the reference (first at index (0, 1))"),
+    ([INF, 2.0, 3.0], [-INF, 2.0, 3.0], "non-finite values differ from the reference (first at index (0, 0))"),
+    ([NAN, 1.0, 3.0], [0.0, 1.0, 3.0], "non-finite values differ from the reference (first at index (0, 0))"),
+], ids=["one NaN more", "inf for a number", "-inf for inf", "a number for NaN"])
+def test_non_finite_values_that_differ_fail_naming_the_first(reference: list[float], got: list[float],
+                                                            reason: str) -> None:
+    result = _compare_one(torch.tensor([reference, [4.0, 5.0, 6.0]]), torch.tensor([got, [4.0, 5.0, 6.0]]))
+    assert not result.passed and result.reason == reason
+
+
+def test_cosine_and_relative_error_on_zero_and_small_tensors() -> None:
+    zeros = _compare_one(torch.zeros(3), torch.zeros(3))
+    assert zeros.cosine == 1.0 and zeros.max_rel_diff == 0.0 and zeros.passed
+    against_zeros = _compare_one(torch.zeros(3), torch.tensor([0.5, 0.0, 0.0]), atol=1.0)
+    assert against_zeros.cosine == 0.0 and against_zeros.max_rel_diff == 0.0 and against_zeros.max_abs_diff == 0.5
+    small = _compare_one(torch.tensor([0.1, 0.2]), torch.tensor([0.2, 0.1]), atol=1.0)
+    assert small.cosine == pytest.approx(0.8) and small.max_rel_diff == pytest.approx(1.0)
+    assert _compare_one(torch.zeros(0), torch.zeros(0)).passed
+
+
+def test_integer_outputs_compare_exactly_whatever_the_tolerance() -> None:
+    off_by_one = _compare_one(torch.tensor([100, 2]), torch.tensor([101, 2]), atol=10.0, rtol=0.5)
+    assert not off_by_one.passed and off_by_one.reason == "max abs diff 1 > atol 0"
+    assert off_by_one.min_atol == 1.0 and off_by_one.got_dtype == "int64"
+    floats = _compare_one(torch.tensor([100.0]), torch.tensor([101.0]), atol=0.5, rtol=0.001)
+    assert floats.reason == "max abs diff 1 > atol 0.5 + rtol 0.001*|ref|" and floats.min_atol == pytest.approx(0.9)
+    no_rtol = _compare_one(torch.tensor([1.0]), torch.tensor([2.0]), atol=0.5, rtol=0.0)
+    assert no_rtol.reason == "max abs diff 1 > atol 0.5"
+
+
+def test_an_output_that_is_not_a_tensor_fails() -> None:
+    result = _compare_one(torch.ones(2), 3)
+    assert not result.passed and result.reason == "candidate returned a int, not a tensor"
+    half = _compare_one(torch.ones(2), torch.ones(2, dtype=torch.float16))
+    assert half.got_dtype == "float16" and half.ref_dtype == "float32" and half.got_shape == (2,)
+
+
+class _Doubles(torch.nn.Module):
+    """Doubles its input in place (a module with a parameter: validate runs it on copies on that device)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.tensor(2.0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.mul_(self.scale.detach())
+
+
+def test_each_model_runs_on_its_own_copy_of_the_inputs() -> None:
+    x = torch.ones(3)
+    report = validate(_Doubles(), _Doubles(), (x,), trials=2)
+    assert report.passed and torch.equal(x, torch.ones(3))
+    assert validate(lambda t: t * 2, lambda t: t.mul_(2), (x,), trials=1).passed and torch.equal(x, torch.ones(3))
+
+
+def test_onnx_paths_and_models_are_run_by_onnxruntime(tmp_path: Path) -> None:
+    path = tmp_path / "three.onnx"
+    onnx.save(_three_input_onnx(), str(path))
+
+    def reference(x: torch.Tensor, idx: torch.Tensor, flag: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return x * 2, idx, flag
+
+    for candidate, name in ((str(path), "three.onnx"), (path, "three.onnx"), (_three_input_onnx(), "three")):
+        report = validate(reference, candidate, trials=1)
+        assert report.passed and report.candidate == f"{name} (onnxruntime)"
+    with pytest.raises(InvalidInputError, match="cannot run a int"):
+        validate(reference, 3)
