@@ -503,3 +503,63 @@ def test_onnx_paths_and_models_are_run_by_onnxruntime(tmp_path: Path) -> None:
         assert report.passed and report.candidate == f"{name} (onnxruntime)"
     with pytest.raises(InvalidInputError, match="cannot run a int"):
         validate(reference, 3)
+
+
+def test_onnx_runtime_module_checks_what_it_is_given() -> None:
+    module = OnnxRuntimeModule(_three_input_onnx())
+    x, idx, flag = torch.randn(2, 3), torch.tensor([1, 2]), torch.tensor([True, False])
+    y, idx_out, flag_out = module(x, flag=flag, idx=idx)  # positional and named
+    torch.testing.assert_close(y, x * 2)
+    assert torch.equal(idx_out, idx) and torch.equal(flag_out, flag) and y.device == x.device
+    with pytest.raises(InvalidInputError, match=r"three got 4 inputs\. Expected: at most \['x', 'idx', 'flag'\]"):
+        module(x, idx, flag, x)
+    with pytest.raises(InvalidInputError, match=r"three: inputs \['flag'\] were not given\. Expected: inputs "
+                                                r"\['x', 'idx', 'flag'\]"):
+        module(x, idx)
+    with pytest.raises(InvalidInputError, match=r"onnxruntime failed to run three: .*given \{'x': \(\(2, 3\), "
+                                                r"'float64'\), 'idx'") as info:
+        module(x.double(), idx, flag)
+    assert "'x': (('N', 3), 'tensor(float)')" in info.value.expected
+
+
+def test_what_the_report_records_per_output() -> None:
+    report = validate(lambda x: (x, x.long()), lambda x: (x, x.long()), torch.randn(3), trials=2, atol=0.5, rtol=0.1)
+    floats, ints = report.outputs
+    assert (floats.atol, floats.rtol, ints.atol, ints.rtol) == (0.5, 0.1, 0.0, 0.0)  # integers compare exactly
+    assert (floats.ref_dtype, ints.ref_dtype, ints.got_dtype) == ("float32", "int64", "int64")
+    assert report.trials == 2 and (report.atol, report.rtol) == (0.5, 0.1)
+    missing = validate(lambda x: (x, x + 1), lambda x: (x,), torch.randn(3), trials=2).outputs[1]
+    assert not missing.passed and missing.reason == "not produced by the candidate" and missing.got_shape is None
+    assert missing.max_abs_diff is None and missing.min_atol is None and missing.max_rel_diff is None
+    shape = validate(lambda x: x, lambda x: x[:2], torch.randn(3)).outputs[0]
+    assert shape.max_rel_diff is None and shape.min_atol is None and shape.got_shape == (2,)
+
+
+def test_a_candidate_that_raises_ends_the_trials() -> None:
+    calls: list[int] = []
+
+    def broken(x: torch.Tensor) -> torch.Tensor:
+        calls.append(1)
+        raise ValueError()
+
+    report = validate(lambda x: x, broken, torch.randn(2), trials=3)
+    assert report.error == "candidate raised ValueError: " and report.trials == 1 and len(calls) == 1
+    assert report.outputs[0].reason == "not produced by the candidate"
+
+    def refuses(x: torch.Tensor) -> torch.Tensor:
+        raise InvalidInputError("our own error")
+
+    with pytest.raises(InvalidInputError, match="our own error"):  # the project's errors are not a failed candidate
+        validate(lambda x: x, refuses, torch.randn(2))
+
+
+def test_the_default_seed_is_0() -> None:
+    seen: list[torch.Tensor] = []
+
+    def reference(x: torch.Tensor) -> torch.Tensor:
+        seen.append(x)
+        return x
+
+    for seed in ({}, {"seed": 0}):
+        validate(reference, reference, torch.randn(2), trials=2, **seed)
+    assert torch.equal(seen[2], seen[6])
