@@ -563,3 +563,51 @@ def test_the_default_seed_is_0() -> None:
     for seed in ({}, {"seed": 0}):
         validate(reference, reference, torch.randn(2), trials=2, **seed)
     assert torch.equal(seen[2], seen[6])
+
+
+def test_the_seed_alone_draws_the_inputs() -> None:
+    """Not torch's global random state: trial t of seed s draws from seed s + t, for given and derived inputs."""
+    seen: list[tuple[torch.Tensor, ...]] = []
+
+    def reference(*inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        seen.append(inputs)
+        return inputs[0] * 2, inputs[1], inputs[2]
+
+    examples = (torch.randn(2, 3), torch.tensor([0, 5]), torch.tensor([True, False]))
+    draws = []
+    for global_seed, seed, trials in ((1, 5, 2), (2, 4, 3), (3, 5, 1)):
+        torch.manual_seed(global_seed)
+        seen.clear()
+        validate(reference, reference, examples, trials=trials, seed=seed)
+        draws.append([t for inputs in seen[::2] for t in inputs])
+    assert all(torch.equal(a, b) for a, b in zip(draws[0][3:6], draws[1][6:9]))  # both drawn from seed 6
+    module = OnnxRuntimeModule(_three_input_onnx())
+    derived = []
+    for global_seed in (1, 2):
+        torch.manual_seed(global_seed)
+        seen.clear()
+        validate(reference, module, trials=1, seed=1)
+        derived.append(seen[0])
+    assert all(torch.equal(a, b) for a, b in zip(*derived))
+    flag = derived[0][2]
+    assert flag.dtype == torch.bool and flag.tolist() in ([True, False], [False, True])  # seed 1 draws one of each
+
+
+def test_an_onnx_input_of_another_type_needs_inputs_given() -> None:
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Identity", ["s"], ["t"])], "strings",
+                              [helper.make_tensor_value_info("s", TensorProto.STRING, [2])],
+                              [helper.make_tensor_value_info("t", TensorProto.STRING, [2])])
+    module = OnnxRuntimeModule(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    with pytest.raises(InvalidInputError, match=r"ONNX input 's' has element type 8\. Expected: a float, int or bool "
+                                                r"input\. Remedy: pass inputs explicitly"):
+        module.input_specs()
+
+
+def test_engine_metadata_without_profiles_gives_the_exported_dims() -> None:
+    from torchtrt_ext.backend import TensorInfo
+    from torchtrt_ext.validate import input_specs_of
+
+    metadata = SimpleNamespace(inputs=(TensorInfo("x", "bfloat16", (-1, 4)),))
+    assert input_specs_of(SimpleNamespace(metadata=metadata)) == [((1, 4), torch.bfloat16)]
