@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Mutation testing of one module with mutmut (developer command, not CI: minutes per module on 2 cores).
 #
-#   bash scripts/mutation.sh MODULE                 # a preset below: ops, fusion, decompose, cache, profiles, precision
+#   bash scripts/mutation.sh MODULE                 # a preset below: ops, spec, torch_op, deform, fusion, decompose,
+#                                                   # cache, engine, validate, efficient_nms, cli, profiles, precision
 #   bash scripts/mutation.sh 'torchtrt_ext/x.py' tests/test_x.py ...   # any source glob and the tests that cover it
 #
 # mutmut copies the package into build/mutation/<name>/mutants/, runs the selected tests once to learn which test
@@ -44,6 +45,17 @@ preset() {  # name -> "source glob|test paths"
         fusion)    echo "torchtrt_ext/passes/fuse_l2norm.py|tests/passes/test_fuse_l2norm_graphs.py" ;;
         decompose) echo "torchtrt_ext/passes/decompose.py|tests/passes/test_decompose.py" ;;
         cache)     echo "torchtrt_ext/cache.py|tests/test_cache.py tests/test_cache_readonly.py tests/test_runtime_host_code.py" ;;
+        engine)    echo "torchtrt_ext/backend/engine.py|tests/backend/test_engine.py" ;;  # the file format, stand-in plans
+        validate)  # all but the two dynamo exports (12 s a mutant); the legacy export of an L2Norm model stays
+                   t=tests/test_validate.py
+                   echo "torchtrt_ext/validate.py|$t::test_identical_models_pass_with_zero_error $t::test_mismatch_names_the_output_and_the_min_atol $t::test_shape_is_checked_first $t::test_nan_in_candidate_fails $t::test_precision_defaults $t::test_candidate_errors_are_reported_not_raised $t::test_bad_arguments $t::test_inputs_none_without_shapes_says_what_to_pass $t::test_engine_metadata_gives_input_shapes_and_the_gpu $t::test_the_report_table_says_per_output_what_was_compared $t::test_the_report_as_json_is_strict_json $t::test_check_names_every_failed_output_or_the_error $t::test_format_table_aligns_columns $t::test_inputs_are_a_tensor_or_a_sequence_of_tensors $t::test_onnx_runtime_module_of_a_path_or_a_model $t::test_random_like_keeps_shape_dtype_and_the_examples_value_range $t::test_later_trials_draw_new_inputs_of_the_examples_kind $t::test_inputs_none_takes_shapes_and_dtypes_from_the_onnx_graph $t::test_engine_inputs_outside_the_profile_take_their_exported_dims $t::test_the_precision_comes_from_the_candidate_or_its_outputs $t::test_describe_names_what_was_compared $t::test_the_same_non_finite_values_at_the_same_places_match $t::test_non_finite_values_that_differ_fail_naming_the_first $t::test_cosine_and_relative_error_on_zero_and_small_tensors $t::test_integer_outputs_compare_exactly_whatever_the_tolerance $t::test_an_output_that_is_not_a_tensor_fails $t::test_each_model_runs_on_its_own_copy_of_the_inputs $t::test_onnx_paths_and_models_are_run_by_onnxruntime $t::test_onnx_runtime_module_checks_what_it_is_given $t::test_what_the_report_records_per_output $t::test_a_candidate_that_raises_ends_the_trials $t::test_the_default_seed_is_0 $t::test_the_seed_alone_draws_the_inputs $t::test_an_onnx_input_of_another_type_needs_inputs_given $t::test_engine_metadata_without_profiles_gives_the_exported_dims tests/test_validate_shapes.py" ;;
+        efficient_nms)  # eager math against the brute-force reference, checks, the decomposition on hand-built nodes
+                   # in onnxruntime and one legacy export (the dynamo exports take minutes a run)
+                   t=tests/ops/test_efficient_nms.py
+                   echo "torchtrt_ext/ops/efficient_nms.py|$t::test_eager_matches_reference $t::test_many_candidates_span_several_blocks_and_k_cuts_them $t::test_background_class_and_images_without_detections $t::test_boundary_cases_sit_on_their_boundary $t::test_eager_on_boundary_cases_matches_reference $t::test_decomposition_on_boundary_cases_matches_reference $t::test_decomposition_matches_reference $t::test_empty_inputs_give_fixed_size_zeros $t::test_half_inputs_give_the_reference_on_their_values $t::test_asking_for_gradients_raises $t::test_bad_inputs_raise_before_any_work $t::test_bad_attributes_raise $t::test_mixed_dtypes_raise $t::test_export_emits_one_efficientnms_trt_node[legacy] $t::test_decomposition_keeps_half_outputs_half tests/passes/test_decompose.py" ;;
+        cli)       # the command in-process (main() is what the console script returns); the subprocess tests reach no
+                   # mutant's trampoline in this process, so mutmut does not pick them
+                   echo "torchtrt_ext/cli/*.py|tests/cli/test_main.py tests/cli/test_cli.py tests/cli/test_cli_safety.py tests/cli/test_bench.py tests/cli/test_targets.py" ;;
         profiles)  echo "torchtrt_ext/backend/profiles.py|tests/backend/test_profiles.py" ;;
         precision) echo "torchtrt_ext/passes/precision.py|tests/passes/test_precision_graphs.py tests/passes/test_precision_guards.py::test_tiny_constants_stay_nonzero_in_fp16" ;;  # hand-built graphs: no exporter
         *) return 1 ;;
@@ -51,11 +63,11 @@ preset() {  # name -> "source glob|test paths"
 }
 
 if [ $# -eq 0 ]; then
-    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 fi
 if [ $# -eq 1 ]; then
-    spec=$(preset "$1") || { echo "mutation.sh: no preset '$1'. Remedy: one of ops spec deform fusion decompose cache profiles precision, or give GLOB TESTS..." >&2; exit 2; }
+    spec=$(preset "$1") || { echo "mutation.sh: no preset '$1'. Remedy: one of ops spec torch_op deform fusion decompose cache engine validate efficient_nms cli profiles precision, or give GLOB TESTS..." >&2; exit 2; }
     name=$1 glob=${spec%%|*} tests=${spec#*|}
 else
     glob=$1; shift

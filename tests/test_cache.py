@@ -3,18 +3,21 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import logging
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import onnx
 import pytest
 
 from torchtrt_ext import cache as engine_cache
 from torchtrt_ext.backend import Engine
+from torchtrt_ext.backend.engine import canonical_json
 from torchtrt_ext.backend import builder as builder_module
 from torchtrt_ext.backend.options import BuildOptions, Target
 from torchtrt_ext import _native
@@ -73,6 +76,28 @@ def test_corrupted_cache_file_is_rebuilt_not_loaded(rtx: str, conv_onnx: onnx.Mo
     assert "sizes in the header" in caplog.text
     Engine.load(path)
 
+
+
+@pytest.mark.parametrize("change, logged", [
+    (lambda m: m["target"].pop("trt_version"),
+     "engine file: engine metadata does not parse (KeyError: 'trt_version')); deleting"),
+    (lambda m: m.pop("format_version"), "engine file: engine metadata without a format_version); deleting"),
+    (lambda m: m.update(format_version=1), "was written by another torchtrt_ext (engine metadata format 1"),
+], ids=["a key missing", "no format_version", "another format"])
+def test_cached_metadata_that_does_not_parse_is_rebuilt(change: Any, logged: str, rtx: str,
+                                                        conv_onnx: onnx.ModelProto, isolated_cache: Path,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    """A file with a valid checksum whose metadata misses a key or is of another format is a miss (rebuilt and
+    replaced), not a crash of the build that finds it."""
+    good = cached_build_engine(conv_onnx, backend=rtx, progress=False)
+    (path,) = _engines(isolated_cache)
+    data = json.loads(good.metadata_bytes)
+    change(data)
+    Engine(good.plan, good.metadata, _metadata_bytes=canonical_json(data)).save(path)
+    with caplog.at_level(logging.WARNING, logger="torchtrt_ext"):
+        rebuilt = cached_build_engine(conv_onnx, backend=rtx, progress=False)
+    assert logged in caplog.text and "rebuilding" in caplog.text
+    assert rebuilt.metadata == good.metadata and Engine.load(path).metadata == good.metadata
 
 def test_engine_for_another_machine_is_reported_plainly_and_rebuilt(rtx: str, conv_onnx: onnx.ModelProto,
                                                                      isolated_cache: Path,
@@ -145,14 +170,39 @@ def test_disabled_cache_always_builds(rtx: str, conv_onnx: onnx.ModelProto, isol
     assert len(calls) == 2 and not isolated_cache.exists()
 
 
-def test_two_processes_building_one_key_leave_one_valid_file(rtx: str, conv_onnx: onnx.ModelProto,
-                                                              tmp_path: Path) -> None:
+def test_two_processes_building_one_key_build_it_once_and_leave_one_valid_file(real_engine: Engine,
+                                                                               conv_onnx: onnx.ModelProto,
+                                                                               tmp_path: Path) -> None:
+    """The builders of one key take an exclusive lock: of two processes asking at once, one builds and the other
+    waits and loads its file. Each process's build is a stand-in that waits for a second builder to show up (after
+    both processes are ready, up to 10 s): two builders inside the lock at once (a shared lock, or none) both build."""
     model_path = tmp_path / "conv.onnx"
     onnx.save(conv_onnx, str(model_path))
-    folder = tmp_path / "shared_cache"
+    engine_path = real_engine.save(tmp_path / "real.engine")
+    folder, marks = tmp_path / "shared_cache", tmp_path / "marks"
+    marks.mkdir()
     script = textwrap.dedent(f"""
-        import sys
+        import os, time
+        from pathlib import Path
+        from torchtrt_ext.backend import Engine, builder
         from torchtrt_ext.cache import cached_build_engine
+
+        marks = Path({str(marks)!r})
+
+        def wait_for(pattern, count, seconds):
+            deadline = time.monotonic() + seconds
+            while len(list(marks.glob(pattern))) < count and time.monotonic() < deadline:
+                time.sleep(0.05)
+
+        def stand_in(build, *, output_tree=None, **options):
+            (marks / f"building-{{os.getpid()}}").touch()
+            wait_for("ready-*", 2, 120)
+            wait_for("building-*", 2, 10)
+            print("built")
+            return Engine.load({str(engine_path)!r}).with_metadata(options=build.options, target=build.target)
+
+        builder.build_from_plan = stand_in
+        (marks / f"ready-{{os.getpid()}}").touch()
         engine = cached_build_engine({str(model_path)!r}, backend="tensorrt_rtx", progress=False,
                                      cache={str(folder)!r})
         print("plan", len(engine.plan))
@@ -160,15 +210,76 @@ def test_two_processes_building_one_key_leave_one_valid_file(rtx: str, conv_onnx
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     procs = [subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    outs = [p.communicate(timeout=240) for p in procs]
+    outs = [p.communicate(timeout=300) for p in procs]
     for proc, (out, err) in zip(procs, outs):
         assert proc.returncode == 0, err[-2000:]
-        assert out.startswith("plan ")
+        assert out.splitlines()[-1] == f"plan {len(real_engine.plan)}"
+    assert sum(out.splitlines().count("built") for out, _ in outs) == 1, "both processes built the engine"
     engines = _engines(folder)
     assert len(engines) == 1
     Engine.load(engines[0])  # valid (checksum verified)
     leftovers = [p.name for p in folder.iterdir() if p.suffix not in (".engine", ".lock")]
     assert leftovers == []
+
+
+def test_two_threads_building_one_key_build_it_once(real_engine: Engine, rtx: str, conv_onnx: onnx.ModelProto,
+                                                    isolated_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lock in one process too (each builder opens the lock file itself, and flock locks per open file): the
+    stand-in build waits up to 5 s for a second builder; with the exclusive lock none comes, and the second thread
+    loads the first one's file. The in-process form of the test above, which the mutation run can see."""
+    import threading
+
+    inside: list[str] = []
+    second = threading.Event()
+
+    def stand_in(build: builder_module.BuildPlan, **options: object) -> Engine:
+        inside.append(threading.current_thread().name)
+        if len(inside) == 2:
+            second.set()
+        second.wait(5)
+        return real_engine.with_metadata(options=build.options, target=build.target)
+
+    monkeypatch.setattr(builder_module, "build_from_plan", stand_in)
+    results: dict[str, Engine] = {}
+
+    def ask() -> None:
+        results[threading.current_thread().name] = cached_build_engine(conv_onnx, backend=rtx, progress=False)
+
+    threads = [threading.Thread(target=ask, name=f"builder {i}") for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(results) == 2 and len(inside) == 1, f"builds: {inside}"
+    assert results["builder 0"].metadata_bytes == results["builder 1"].metadata_bytes
+    assert len(_engines(isolated_cache)) == 1
+
+
+def test_an_interrupted_cache_write_leaves_no_partial_engine(real_engine: Engine, rtx: str,
+                                                             conv_onnx: onnx.ModelProto, isolated_cache: Path,
+                                                             builds: list[dict[str, object]],
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    """Cache files are written to a temporary file renamed over the key's path: a write cut short (here by a file
+    size limit, as a full disk would) leaves no engine file behind that a reader (one without the lock: a read-only
+    cache) could take, and no temporary file; the build still returns its engine."""
+    resource = pytest.importorskip("resource")
+    import signal
+
+    size = len(real_engine.to_bytes())
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG), no signal
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size // 2, hard))
+    try:
+        with caplog.at_level(logging.WARNING, logger="torchtrt_ext"):
+            engine = cached_build_engine(conv_onnx, backend=rtx, progress=False)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+    assert engine.plan == real_engine.plan and len(builds) == 1
+    assert "could not write the engine cache" in caplog.text
+    assert [p.suffix for p in isolated_cache.iterdir()] == [".lock"]  # no engine, whole or partial, no temp file
+    cached_build_engine(conv_onnx, backend=rtx, progress=False)  # without the limit: built again, stored whole
+    assert len(builds) == 2 and Engine.load(_engines(isolated_cache)[0]).plan == real_engine.plan
 
 
 def test_unwritable_cache_folder_still_builds(rtx: str, conv_onnx: onnx.ModelProto, tmp_path: Path,

@@ -2,15 +2,22 @@
 deliberately wrong op caught with the right output named."""
 from __future__ import annotations
 
+import dataclasses
 import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
+import numpy as np
+import onnx
 import pytest
 import torch
 
 import torchtrt_ext
 from torchtrt_ext.errors import InvalidInputError
 from torchtrt_ext.ops import Attr, Decomposer, OpSpec, define_op
-from torchtrt_ext.validate import TOLERANCES, OnnxRuntimeModule, ValidationFailedError, validate
+from torchtrt_ext.validate import (DEFAULT_INT_RANGE, TOLERANCES, OnnxRuntimeModule, OutputComparison,
+                                   ValidationFailedError, ValidationReport, format_table, validate)
 
 
 class Head(torch.nn.Module):
@@ -179,3 +186,429 @@ def test_engine_metadata_gives_input_shapes_and_the_gpu() -> None:
     assert input_specs_of(fake_trt_module) == [((4, 3, 8, 8), torch.float16)]  # the first profile's opt shape
     assert preferred_device(fake_trt_module) == torch.device("cuda")
     assert preferred_device(Head()) == torch.device("cpu") and preferred_device(lambda x: x) is None
+
+
+# ------------------------------------------------------------------------------------- the report, as printed
+BOXES = OutputComparison("boxes", (1, 4), (1, 4), "float32", "float32", 1e-4, 1e-3, True, "", 1.23456e-5, 0.0,
+                         0.99999912, 1.23456e-5)
+SCORES = OutputComparison("scores", (6,), (1, 6), "float16", "float32", 1e-2, 1e-2, False, "shape (1, 6) != (6,)",
+                          None, float("nan"), None, None)
+COUNT = OutputComparison("count", (), None, "int64", None, 0.0, 0.0, False, "missing")
+
+
+def test_the_report_table_says_per_output_what_was_compared() -> None:
+    report = ValidationReport((BOXES, SCORES, COUNT), "fp16", 1e-2, 0.5, 2, "model.py:make", "model.engine",
+                              "the candidate returned 2 outputs, the reference 3")
+    assert report.to_table() == "\n".join([
+        "validate model.engine against model.py:make: FAIL (fp16: atol=0.01, rtol=0.5; 2 trial(s))",
+        "output  shape        max abs   max rel  cosine    min atol  result",
+        "------  -----------  --------  -------  --------  --------  --------------------------",
+        "boxes   1x4          1.23e-05  0        0.999999  1.23e-05  pass",
+        "scores  1x6 (ref 6)  -         nan      -         -         FAIL: shape (1, 6) != (6,)",
+        "count   scalar       -         -        -         -         FAIL: missing",
+        "error: the candidate returned 2 outputs, the reference 3"])
+    assert str(report) == report.to_table()
+    passed = ValidationReport((BOXES,), "fp32", 1e-4, 1e-3, 1, "a", "b")
+    assert passed.to_table().splitlines()[0] == "validate b against a: PASS (fp32: atol=0.0001, rtol=0.001; 1 trial(s))"
+    assert passed.check() is passed and not passed.failed_outputs
+    scalar = dataclasses.replace(COUNT, got_shape=(1,))
+    assert "1 (ref scalar)" in ValidationReport((scalar,), "fp32", 0, 0, 1, "a", "b").to_table()
+
+
+def test_the_report_as_json_is_strict_json() -> None:
+    report = ValidationReport((BOXES, SCORES, COUNT), "fp16", 1e-2, 0.5, 2, "ref", "cand")
+    data = json.loads(json.dumps(report.to_json(), allow_nan=False))  # NaN becomes null
+    assert {k: v for k, v in data.items() if k != "outputs"} == {
+        "passed": False, "precision": "fp16", "atol": 0.01, "rtol": 0.5, "trials": 2, "reference": "ref",
+        "candidate": "cand", "error": None}
+    assert data["outputs"][1] == {"name": "scores", "ref_shape": [6], "got_shape": [1, 6], "ref_dtype": "float16",
+                                  "got_dtype": "float32", "atol": 0.01, "rtol": 0.01, "passed": False,
+                                  "reason": "shape (1, 6) != (6,)", "max_abs_diff": None, "max_rel_diff": None,
+                                  "cosine": None, "min_atol": None}
+    assert data["outputs"][0]["max_abs_diff"] == 1.23456e-5 and data["outputs"][2]["got_shape"] is None
+    assert report.failed_outputs == ["scores", "count"]
+    assert ValidationReport((BOXES,), "fp32", 1, 1, 1, "a", "b", error="boom").to_json()["error"] == "boom"
+
+
+def test_check_names_every_failed_output_or_the_error() -> None:
+    report = ValidationReport((BOXES, SCORES, COUNT), "fp16", 1e-2, 0.5, 2, "ref", "cand")
+    with pytest.raises(ValidationFailedError) as info:
+        report.check()
+    assert info.value.what == "cand does not match ref (scores: shape (1, 6) != (6,); count: missing)"
+    assert info.value.expected == "every output within atol=0.01, rtol=0.5 (fp16)"
+    assert "compare in FP32 first" in info.value.remedy
+    with pytest.raises(ValidationFailedError, match=r"^cand does not match ref \(it raised\)"):
+        dataclasses.replace(report, outputs=(BOXES,), error="it raised").check()
+
+
+def test_format_table_aligns_columns() -> None:
+    assert format_table(["a", "long header"], [["wide cell", "x"], ["b", ""]]) == "\n".join([
+        "a          long header", "---------  -----------", "wide cell  x", "b"])
+    assert format_table(["a", "long header"], []) == "a  long header\n-  -----------"
+
+
+def test_inputs_are_a_tensor_or_a_sequence_of_tensors() -> None:
+    model = torch.nn.Linear(3, 2)
+    x = torch.randn(2, 3)
+    assert validate(model, model, x).passed and validate(model, model, [x]).passed
+    assert validate(model, model, (x,)).passed
+    for bad in ({"x": x}, (x, 3)):
+        with pytest.raises(InvalidInputError, match=f"inputs is a {type(bad).__name__}"):
+            validate(model, model, bad)
+
+
+def test_onnx_runtime_module_of_a_path_or_a_model(tmp_path: Path) -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2), torchtrt_ext.nn.L2Norm(dim=1)).eval()
+    x = torch.randn(2, 3)
+    exported = torchtrt_ext.export_onnx(model, (x,), exporter="legacy")
+    exported.graph.name = "head"
+    path = tmp_path / "head.onnx"
+    onnx.save(exported, str(path))
+    for source, name in ((str(path), "head.onnx"), (path, "head.onnx"), (exported, "head")):
+        module = OnnxRuntimeModule(source)
+        assert module.source == name and module.providers == ["CPUExecutionProvider"]
+        assert repr(module) == f"OnnxRuntimeModule({name}, providers=['CPUExecutionProvider'])"
+        assert not [n for n in module.model.graph.node if n.domain == "torchtrt_ext"]  # the L2Norm decomposed
+        assert len(module.input_names) == 1 and len(module.output_names) == 1
+        torch.testing.assert_close(module(x), model(x).detach(), rtol=1e-5, atol=1e-6)
+    assert OnnxRuntimeModule(exported, providers=("CPUExecutionProvider",)).providers == ["CPUExecutionProvider"]
+    with pytest.raises(InvalidInputError, match="OnnxRuntimeModule got a bytes"):
+        OnnxRuntimeModule(exported.SerializeToString())
+
+
+# ------------------------------------------------------------------------------------ inputs made by validate
+def test_random_like_keeps_shape_dtype_and_the_examples_value_range() -> None:
+    from torchtrt_ext.validate import random_like
+
+    def draw(example: torch.Tensor, seed: int = 0) -> torch.Tensor:
+        return random_like(example, torch.Generator().manual_seed(seed))
+
+    floats = draw(torch.zeros(100, 100, dtype=torch.float16))
+    assert floats.dtype == torch.float16 and floats.shape == (100, 100)
+    assert abs(floats.float().mean()) < 0.05 and 0.95 < floats.float().std() < 1.05  # N(0, 1)
+    assert torch.equal(draw(torch.zeros(5), 3), draw(torch.zeros(5), 3))
+    assert not torch.equal(draw(torch.zeros(5), 3), draw(torch.zeros(5), 4))
+    flags = draw(torch.zeros(1000, dtype=torch.bool))
+    assert flags.dtype == torch.bool and 400 < int(flags.sum()) < 600
+    ints = draw(torch.tensor([3, 7, 5], dtype=torch.int32).repeat(400))
+    assert ints.dtype == torch.int32 and set(ints.tolist()) == {3, 4, 5, 6, 7}  # both ends of the example's range
+    empty = draw(torch.zeros(0, dtype=torch.int64))
+    assert empty.shape == (0,) and empty.dtype == torch.int64
+
+
+def test_later_trials_draw_new_inputs_of_the_examples_kind() -> None:
+    seen: list[tuple[torch.Tensor, ...]] = []
+
+    def reference(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        seen.append((x, idx))
+        return x * 2
+
+    x, idx = torch.randn(2, 3), torch.tensor([[0, 9]])
+    assert validate(reference, reference, (x, idx), trials=3, seed=5).passed
+    assert len(seen) == 6 and torch.equal(seen[0][0], x) and torch.equal(seen[1][0], x)  # examples first
+    for trial in (seen[2], seen[4]):
+        assert trial[0].shape == x.shape and not torch.equal(trial[0], x)
+        assert trial[1].dtype == idx.dtype and 0 <= int(trial[1].min()) and int(trial[1].max()) <= 9
+    assert not torch.equal(seen[2][0], seen[4][0])
+    seen.clear()
+    validate(reference, reference, (x, idx), trials=2, seed=5)
+    again = seen[2][0]
+    seen.clear()
+    validate(reference, reference, (x, idx), trials=2, seed=6)
+    assert not torch.equal(seen[2][0], again)
+
+
+def _three_input_onnx() -> onnx.ModelProto:
+    """x: float [N, 3] (N dynamic), idx: int64 [2], flag: bool [2], and a weight listed among the graph inputs."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3]),
+              helper.make_tensor_value_info("idx", TensorProto.INT64, [2]),
+              helper.make_tensor_value_info("flag", TensorProto.BOOL, [2]),
+              helper.make_tensor_value_info("w", TensorProto.FLOAT, [3])]
+    outputs = [helper.make_tensor_value_info(n, t, None) for n, t in (("y", TensorProto.FLOAT),
+                                                                     ("idx_out", TensorProto.INT64),
+                                                                     ("flag_out", TensorProto.BOOL))]
+    nodes = [helper.make_node("Mul", ["x", "w"], ["y"]), helper.make_node("Identity", ["idx"], ["idx_out"]),
+             helper.make_node("Identity", ["flag"], ["flag_out"])]
+    weight = numpy_helper.from_array(np.full(3, 2.0, dtype=np.float32), "w")
+    graph = helper.make_graph(nodes, "three", inputs, outputs, initializer=[weight])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_inputs_none_takes_shapes_and_dtypes_from_the_onnx_graph() -> None:
+    from torchtrt_ext.validate import input_specs_of
+
+    module = OnnxRuntimeModule(_three_input_onnx())
+    assert module.input_specs() == [("x", (1, 3), torch.float32), ("idx", (2,), torch.int64),
+                                    ("flag", (2,), torch.bool)]  # dynamic dims 1, the weight is no input
+    assert input_specs_of(module) == [((1, 3), torch.float32), ((2,), torch.int64), ((2,), torch.bool)]
+    seen: list[tuple[torch.Tensor, ...]] = []
+
+    def reference(x: torch.Tensor, idx: torch.Tensor, flag: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        seen.append((x, idx, flag))
+        return x * 2, idx, flag
+
+    for candidate in (module, _three_input_onnx()):  # the candidate, or the reference, declares the inputs
+        seen.clear()
+        assert validate(reference, candidate, trials=1).passed
+        x, idx, flag = seen[0]
+        assert x.shape == (1, 3) and x.dtype == torch.float32 and bool((x != 0).all())
+        low, high = DEFAULT_INT_RANGE  # integer inputs are drawn in the documented range
+        assert idx.dtype == torch.int64 and bool(((idx >= low) & (idx < high)).all()) and flag.dtype == torch.bool
+    seen.clear()
+    assert validate(module, reference, trials=1).passed and seen[0][0].shape == (1, 3)
+    first = seen[0][0]
+    seen.clear()
+    validate(module, reference, trials=1, seed=1)
+    assert not torch.equal(seen[0][0], first)  # the seed draws the inputs
+
+
+def test_engine_inputs_outside_the_profile_take_their_exported_dims() -> None:
+    from types import SimpleNamespace
+
+    from torchtrt_ext.backend import TensorInfo
+    from torchtrt_ext.validate import input_specs_of
+
+    metadata = SimpleNamespace(inputs=(TensorInfo("x", "float32", (-1, 3)), TensorInfo("n", "int32", (2,))),
+                               profiles=())
+    assert input_specs_of(SimpleNamespace(metadata=metadata)) == [((1, 3), torch.float32), ((2,), torch.int32)]
+    assert input_specs_of(SimpleNamespace(metadata=SimpleNamespace(inputs=(), profiles=()))) is None
+    assert input_specs_of(lambda x: x) is None and input_specs_of(torch.nn.Linear(2, 2)) is None
+
+
+class _Compiled:
+    """A candidate that says its precision the ways validate reads it: its own attribute, an engine's, metadata."""
+
+    def __init__(self, **where: object) -> None:
+        self.__dict__.update(where)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+
+@pytest.mark.parametrize("candidate, precision", [
+    (_Compiled(precision="bf16"), "bf16"),
+    (_Compiled(precision="as_exported"), "fp32"),
+    (_Compiled(engine=SimpleNamespace(precision="fp16")), "fp16"),
+    (_Compiled(metadata=SimpleNamespace(options=SimpleNamespace(precision="bf16"))), "bf16"),
+    (_Compiled(engine=SimpleNamespace(metadata=SimpleNamespace(options=SimpleNamespace(precision="fp16")))), "fp16"),
+    (lambda x: x.half(), "fp16"),
+    (lambda x: x.bfloat16(), "bf16"),
+    (lambda x: (x.half(), x.bfloat16()), "bf16"),
+    (lambda x: x, "fp32"),
+], ids=["attribute", "not a precision", "engine attribute", "metadata", "engine metadata", "fp16 outputs",
+        "bf16 outputs", "both", "fp32 outputs"])
+def test_the_precision_comes_from_the_candidate_or_its_outputs(candidate: Any, precision: str) -> None:
+    report = validate(candidate, candidate, torch.randn(4), trials=1)
+    assert report.precision == precision and (report.atol, report.rtol) == TOLERANCES[precision]
+
+
+def test_describe_names_what_was_compared(tmp_path: Path) -> None:
+    from torchtrt_ext.validate import describe
+
+    onnx.save(_three_input_onnx(), str(tmp_path / "three.onnx"))
+    assert describe(OnnxRuntimeModule(tmp_path / "three.onnx")) == "three.onnx (onnxruntime)"
+    assert describe(tmp_path / "model.engine") == "model.engine" and describe("dir/model.onnx") == "model.onnx"
+    assert describe(Head()) == "Head" and describe(_shifted) == "_shifted" and describe(_Compiled()) == "_Compiled"
+    report = validate(Head(), Head(), torch.randn(1, 3, 8, 8), trials=1)
+    assert (report.reference, report.candidate) == ("Head", "Head")
+
+
+# ------------------------------------------------------------------------------- how one output is compared
+def _compare_one(reference: torch.Tensor, got: Any, **kwargs: Any) -> OutputComparison:
+    report = validate(lambda x: reference, lambda x: got, torch.zeros(1), trials=1, **kwargs)
+    (only,) = report.outputs
+    assert report.passed == only.passed
+    return only
+
+
+def test_the_same_non_finite_values_at_the_same_places_match() -> None:
+    inf, nan = float("inf"), float("nan")
+    same = _compare_one(torch.tensor([[1.0, inf], [nan, -inf]]), torch.tensor([[1.0, inf], [nan, -inf]]),
+                        atol=0.0, rtol=0.0)
+    assert same.passed and same.max_abs_diff == 0 and same.min_atol == 0
+    near = _compare_one(torch.tensor([inf, 1.0]), torch.tensor([inf, 1.0005]), atol=0.0, rtol=1e-3)
+    assert near.passed and near.max_abs_diff == pytest.approx(5e-4, rel=1e-3)
+
+
+INF, NAN = float("inf"), float("nan")
+
+
+@pytest.mark.parametrize("reference, got, reason", [
+    ([1.0, 2.0, 3.0], [1.0, 2.0, NAN], "1 more NaN than the reference (first at index (0, 2))"),
+    ([1.0, 2.0, 3.0], [1.0, INF, 3.0], "non-finite values differ from the reference (first at index (0, 1))"),
+    ([INF, 2.0, 3.0], [-INF, 2.0, 3.0], "non-finite values differ from the reference (first at index (0, 0))"),
+    ([NAN, 1.0, 3.0], [0.0, 1.0, 3.0], "non-finite values differ from the reference (first at index (0, 0))"),
+], ids=["one NaN more", "inf for a number", "-inf for inf", "a number for NaN"])
+def test_non_finite_values_that_differ_fail_naming_the_first(reference: list[float], got: list[float],
+                                                            reason: str) -> None:
+    result = _compare_one(torch.tensor([reference, [4.0, 5.0, 6.0]]), torch.tensor([got, [4.0, 5.0, 6.0]]))
+    assert not result.passed and result.reason == reason
+
+
+def test_cosine_and_relative_error_on_zero_and_small_tensors() -> None:
+    zeros = _compare_one(torch.zeros(3), torch.zeros(3))
+    assert zeros.cosine == 1.0 and zeros.max_rel_diff == 0.0 and zeros.passed
+    against_zeros = _compare_one(torch.zeros(3), torch.tensor([0.5, 0.0, 0.0]), atol=1.0)
+    assert against_zeros.cosine == 0.0 and against_zeros.max_rel_diff == 0.0 and against_zeros.max_abs_diff == 0.5
+    small = _compare_one(torch.tensor([0.1, 0.2]), torch.tensor([0.2, 0.1]), atol=1.0)
+    assert small.cosine == pytest.approx(0.8) and small.max_rel_diff == pytest.approx(1.0)
+    assert _compare_one(torch.zeros(0), torch.zeros(0)).passed
+
+
+def test_integer_outputs_compare_exactly_whatever_the_tolerance() -> None:
+    off_by_one = _compare_one(torch.tensor([100, 2]), torch.tensor([101, 2]), atol=10.0, rtol=0.5)
+    assert not off_by_one.passed and off_by_one.reason == "max abs diff 1 > atol 0"
+    assert off_by_one.min_atol == 1.0 and off_by_one.got_dtype == "int64"
+    floats = _compare_one(torch.tensor([100.0]), torch.tensor([101.0]), atol=0.5, rtol=0.001)
+    assert floats.reason == "max abs diff 1 > atol 0.5 + rtol 0.001*|ref|" and floats.min_atol == pytest.approx(0.9)
+    no_rtol = _compare_one(torch.tensor([1.0]), torch.tensor([2.0]), atol=0.5, rtol=0.0)
+    assert no_rtol.reason == "max abs diff 1 > atol 0.5"
+
+
+def test_an_output_that_is_not_a_tensor_fails() -> None:
+    result = _compare_one(torch.ones(2), 3)
+    assert not result.passed and result.reason == "candidate returned a int, not a tensor"
+    half = _compare_one(torch.ones(2), torch.ones(2, dtype=torch.float16))
+    assert half.got_dtype == "float16" and half.ref_dtype == "float32" and half.got_shape == (2,)
+
+
+class _Doubles(torch.nn.Module):
+    """Doubles its input in place (a module with a parameter: validate runs it on copies on that device)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.tensor(2.0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.mul_(self.scale.detach())
+
+
+def test_each_model_runs_on_its_own_copy_of_the_inputs() -> None:
+    x = torch.ones(3)
+    report = validate(_Doubles(), _Doubles(), (x,), trials=2)
+    assert report.passed and torch.equal(x, torch.ones(3))
+    assert validate(lambda t: t * 2, lambda t: t.mul_(2), (x,), trials=1).passed and torch.equal(x, torch.ones(3))
+
+
+def test_onnx_paths_and_models_are_run_by_onnxruntime(tmp_path: Path) -> None:
+    path = tmp_path / "three.onnx"
+    onnx.save(_three_input_onnx(), str(path))
+
+    def reference(x: torch.Tensor, idx: torch.Tensor, flag: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return x * 2, idx, flag
+
+    for candidate, name in ((str(path), "three.onnx"), (path, "three.onnx"), (_three_input_onnx(), "three")):
+        report = validate(reference, candidate, trials=1)
+        assert report.passed and report.candidate == f"{name} (onnxruntime)"
+    with pytest.raises(InvalidInputError, match="cannot run a int"):
+        validate(reference, 3)
+
+
+def test_onnx_runtime_module_checks_what_it_is_given() -> None:
+    module = OnnxRuntimeModule(_three_input_onnx())
+    x, idx, flag = torch.randn(2, 3), torch.tensor([1, 2]), torch.tensor([True, False])
+    y, idx_out, flag_out = module(x, flag=flag, idx=idx)  # positional and named
+    torch.testing.assert_close(y, x * 2)
+    assert torch.equal(idx_out, idx) and torch.equal(flag_out, flag) and y.device == x.device
+    with pytest.raises(InvalidInputError, match=r"three got 4 inputs\. Expected: at most \['x', 'idx', 'flag'\]"):
+        module(x, idx, flag, x)
+    with pytest.raises(InvalidInputError, match=r"three: inputs \['flag'\] were not given\. Expected: inputs "
+                                                r"\['x', 'idx', 'flag'\]"):
+        module(x, idx)
+    with pytest.raises(InvalidInputError, match=r"onnxruntime failed to run three: .*given \{'x': \(\(2, 3\), "
+                                                r"'float64'\), 'idx'") as info:
+        module(x.double(), idx, flag)
+    assert "'x': (('N', 3), 'tensor(float)')" in info.value.expected
+
+
+def test_what_the_report_records_per_output() -> None:
+    report = validate(lambda x: (x, x.long()), lambda x: (x, x.long()), torch.randn(3), trials=2, atol=0.5, rtol=0.1)
+    floats, ints = report.outputs
+    assert (floats.atol, floats.rtol, ints.atol, ints.rtol) == (0.5, 0.1, 0.0, 0.0)  # integers compare exactly
+    assert (floats.ref_dtype, ints.ref_dtype, ints.got_dtype) == ("float32", "int64", "int64")
+    assert report.trials == 2 and (report.atol, report.rtol) == (0.5, 0.1)
+    missing = validate(lambda x: (x, x + 1), lambda x: (x,), torch.randn(3), trials=2).outputs[1]
+    assert not missing.passed and missing.reason == "not produced by the candidate" and missing.got_shape is None
+    assert missing.max_abs_diff is None and missing.min_atol is None and missing.max_rel_diff is None
+    shape = validate(lambda x: x, lambda x: x[:2], torch.randn(3)).outputs[0]
+    assert shape.max_rel_diff is None and shape.min_atol is None and shape.got_shape == (2,)
+
+
+def test_a_candidate_that_raises_ends_the_trials() -> None:
+    calls: list[int] = []
+
+    def broken(x: torch.Tensor) -> torch.Tensor:
+        calls.append(1)
+        raise ValueError()
+
+    report = validate(lambda x: x, broken, torch.randn(2), trials=3)
+    assert report.error == "candidate raised ValueError: " and report.trials == 1 and len(calls) == 1
+    assert report.outputs[0].reason == "not produced by the candidate"
+
+    def refuses(x: torch.Tensor) -> torch.Tensor:
+        raise InvalidInputError("our own error")
+
+    with pytest.raises(InvalidInputError, match="our own error"):  # the project's errors are not a failed candidate
+        validate(lambda x: x, refuses, torch.randn(2))
+
+
+def test_the_default_seed_is_0() -> None:
+    seen: list[torch.Tensor] = []
+
+    def reference(x: torch.Tensor) -> torch.Tensor:
+        seen.append(x)
+        return x
+
+    for seed in ({}, {"seed": 0}):
+        validate(reference, reference, torch.randn(2), trials=2, **seed)
+    assert torch.equal(seen[2], seen[6])
+
+
+def test_the_seed_alone_draws_the_inputs() -> None:
+    """Not torch's global random state: trial t of seed s draws from seed s + t, for given and derived inputs."""
+    seen: list[tuple[torch.Tensor, ...]] = []
+
+    def reference(*inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        seen.append(inputs)
+        return inputs[0] * 2, inputs[1], inputs[2]
+
+    examples = (torch.randn(2, 3), torch.tensor([0, 5]), torch.tensor([True, False]))
+    draws = []
+    for global_seed, seed, trials in ((1, 5, 2), (2, 4, 3), (3, 5, 1)):
+        torch.manual_seed(global_seed)
+        seen.clear()
+        validate(reference, reference, examples, trials=trials, seed=seed)
+        draws.append([t for inputs in seen[::2] for t in inputs])
+    assert all(torch.equal(a, b) for a, b in zip(draws[0][3:6], draws[1][6:9]))  # both drawn from seed 6
+    module = OnnxRuntimeModule(_three_input_onnx())
+    derived = []
+    for global_seed in (1, 2):
+        torch.manual_seed(global_seed)
+        seen.clear()
+        validate(reference, module, trials=1, seed=1)
+        derived.append(seen[0])
+    assert all(torch.equal(a, b) for a, b in zip(*derived))
+    flag = derived[0][2]
+    assert flag.dtype == torch.bool and flag.shape == (2,)  # a bool input is drawn as bools, of its declared shape
+
+
+def test_an_onnx_input_of_another_type_needs_inputs_given() -> None:
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Identity", ["s"], ["t"])], "strings",
+                              [helper.make_tensor_value_info("s", TensorProto.STRING, [2])],
+                              [helper.make_tensor_value_info("t", TensorProto.STRING, [2])])
+    module = OnnxRuntimeModule(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    with pytest.raises(InvalidInputError, match=r"ONNX input 's' has element type 8\. Expected: a float, int or bool "
+                                                r"input\. Remedy: pass inputs explicitly"):
+        module.input_specs()
+
+
+def test_engine_metadata_without_profiles_gives_the_exported_dims() -> None:
+    from torchtrt_ext.backend import TensorInfo
+    from torchtrt_ext.validate import input_specs_of
+
+    metadata = SimpleNamespace(inputs=(TensorInfo("x", "bfloat16", (-1, 4)),))
+    assert input_specs_of(SimpleNamespace(metadata=metadata)) == [((1, 4), torch.bfloat16)]

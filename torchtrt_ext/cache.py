@@ -37,7 +37,7 @@ from torchtrt_ext._files import atomic_write, file_lock
 from torchtrt_ext.backend.engine import Engine, canonical_json
 from torchtrt_ext.backend.options import BuildOptions, Target
 from torchtrt_ext.backend.profiles import DEFAULT_MAX_BATCH, ProfileSpec
-from torchtrt_ext.errors import CorruptEngineError
+from torchtrt_ext.errors import CorruptEngineError, EngineCompatibilityError
 from torchtrt_ext.passes.shapes import too_big, weightless
 
 log = logging.getLogger("torchtrt_ext.cache")
@@ -120,6 +120,9 @@ class EngineCache:
             log.warning("cached engine %s is corrupted (%s); deleting it and rebuilding", path, exc.what)
             with contextlib.suppress(OSError):
                 path.unlink()
+            return None
+        except EngineCompatibilityError as exc:  # metadata of another format: the build replaces the file
+            log.warning("cached engine %s was written by another torchtrt_ext (%s); rebuilding", path, exc.what)
             return None
         if engine.metadata.model_key != model_key:
             log.warning("cached engine %s belongs to another model or other build options (its recorded key %s is "

@@ -94,3 +94,14 @@ class TokenEmbedding(torch.nn.Module):
 
 def make_embedding() -> torch.nn.Module:
     return TokenEmbedding()
+
+
+class FailsAtRunTime(torch.nn.Module):
+    """Loads, then raises on every call: a benchmark candidate that fails."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("this candidate always fails")
+
+
+def make_failing() -> torch.nn.Module:
+    return FailsAtRunTime()

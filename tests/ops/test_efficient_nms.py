@@ -152,6 +152,22 @@ def test_decomposition_on_boundary_cases_matches_reference(name: str) -> None:
     check_against_reference(tuple(got), torch.from_numpy(boxes), torch.from_numpy(scores), **fields)
 
 
+@pytest.mark.parametrize("box_coding", [0, 1])
+@pytest.mark.parametrize("class_agnostic", [0, 1])
+@pytest.mark.parametrize("score_activation", [0, 1])
+def test_decomposition_matches_reference(box_coding: int, class_agnostic: int, score_activation: int) -> None:
+    """The decomposition in onnxruntime on hand-built nodes, every box coding, class mode and activation (the
+    exported-model tests take minutes a run; these are what the mutation preset runs)."""
+    boxes, scores = random_case(box_coding + 2 * class_agnostic + 4 * score_activation, batch=2, anchors=60,
+                                box_coding=box_coding, raw_scores=bool(score_activation))
+    fields = {**FIELDS, "box_coding": box_coding, "class_agnostic": class_agnostic,
+              "score_activation": score_activation}
+    model = torchtrt_ext.passes.decompose_custom_ops(nms_model(*scores.shape, **fields))
+    got = run_onnx(model, {"boxes": boxes, "scores": scores})
+    check_against_reference(tuple(got), boxes, scores, **fields)
+    assert got[0].min() > 0  # the case has detections in every image
+
+
 @pytest.mark.parametrize("batch,anchors,classes", [(0, 5, 3), (2, 0, 3), (2, 5, 0)])
 def test_empty_inputs_give_fixed_size_zeros(batch: int, anchors: int, classes: int) -> None:
     outputs = efficient_nms(torch.rand(batch, anchors, 4), torch.rand(batch, anchors, classes), max_output_boxes=3)

@@ -128,22 +128,32 @@ class EngineMetadata:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> EngineMetadata:
-        if data.get("format_version") != FORMAT_VERSION:
+        """The inverse of ``to_json``: CorruptEngineError when a field is missing or malformed (``format_version``
+        included), EngineCompatibilityError for metadata of another format (written by another torchtrt_ext)."""
+        if not isinstance(data, Mapping) or "format_version" not in data:
+            raise CorruptEngineError(failure("engine metadata without a format_version",
+                                             f"a JSON object with format_version {FORMAT_VERSION}",
+                                             "rebuild the engine"))
+        if data["format_version"] != FORMAT_VERSION:
             raise EngineCompatibilityError(failure(
-                f"engine metadata format {data.get('format_version')!r}", f"format {FORMAT_VERSION}",
+                f"engine metadata format {data['format_version']!r}", f"format {FORMAT_VERSION}",
                 "rebuild the engine with this torchtrt_ext version"))
-        return cls(
-            inputs=tuple(TensorInfo.from_json(t) for t in data["inputs"]),
-            outputs=tuple(TensorInfo.from_json(t) for t in data["outputs"]),
-            profiles=tuple(Profile.from_json(p) for p in data["profiles"]),
-            options=BuildOptions.from_json(data["options"]),
-            target=Target.from_json(data["target"]),
-            plugin_plan=PluginPlan.from_json(data["plugin_plan"]),
-            plugins_embedded=bool(data.get("plugins_embedded", False)),
-            output_tree=data.get("output_tree"),
-            torchtrt_ext_version=str(data.get("torchtrt_ext_version", "")),
-            model_key=str(data.get("model_key", "")),
-        )
+        try:
+            return cls(
+                inputs=tuple(TensorInfo.from_json(t) for t in data["inputs"]),
+                outputs=tuple(TensorInfo.from_json(t) for t in data["outputs"]),
+                profiles=tuple(Profile.from_json(p) for p in data["profiles"]),
+                options=BuildOptions.from_json(data["options"]),
+                target=Target.from_json(data["target"]),
+                plugin_plan=PluginPlan.from_json(data["plugin_plan"]),
+                plugins_embedded=bool(data["plugins_embedded"]),  # every key is written: one missing is corrupt
+                output_tree=data["output_tree"],
+                torchtrt_ext_version=str(data["torchtrt_ext_version"]),
+                model_key=str(data["model_key"]),
+            )
+        except (KeyError, ValueError, TypeError, AttributeError) as exc:  # a missing key or a value of another type
+            raise CorruptEngineError(failure(f"engine metadata does not parse ({type(exc).__name__}: {exc})",
+                                             f"the fields of format {FORMAT_VERSION}", "rebuild the engine")) from None
 
     def canonical_bytes(self) -> bytes:
         return canonical_json(self.to_json())
@@ -216,8 +226,10 @@ class Engine:
         meta_bytes, plan = body[:meta_len], body[meta_len:]
         try:
             metadata = EngineMetadata.from_json(json.loads(meta_bytes.decode("ascii")))
-        except (ValueError, KeyError, TypeError) as exc:
+        except ValueError as exc:  # not ASCII, not JSON
             raise corrupt(f"metadata does not parse ({type(exc).__name__}: {exc})") from None
+        except CorruptEngineError as exc:
+            raise corrupt(exc.what) from None
         return cls(plan, metadata, _metadata_bytes=meta_bytes)
 
     def save(self, path: str | os.PathLike[str]) -> Path:

@@ -10,11 +10,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from torchtrt_ext.backend.adapter import load_backend
 from torchtrt_ext.backend.engine import Engine, is_engine_file
 from torchtrt_ext.cli._args import existing
 from torchtrt_ext.cli._errors import CliError
 from torchtrt_ext.errors import NoGPUError
-from torchtrt_ext.runtime import TRTModule
+from torchtrt_ext.runtime import TRTModule, check_compatible
 
 
 def load_model(spec: str) -> Any:
@@ -179,8 +180,11 @@ def open_target(text: str, device: Any, dtype: Any, allow_engine_host_code: bool
 
         return kind, OnnxRuntimeModule(text, isolated=isolated)
     if kind == "engine":
-        return kind, TRTModule(Engine.load(text), allow_engine_host_code=allow_engine_host_code,
-                               plugin_libraries=plugin_libraries)
+        engine = Engine.load(text)
+        # another TensorRT or GPU is refused here (exit 3), not at the first call, where bench would time it as a
+        # failed candidate (exit 1)
+        check_compatible(engine.metadata, load_backend(engine.metadata.backend), device)
+        return kind, TRTModule(engine, allow_engine_host_code=allow_engine_host_code, plugin_libraries=plugin_libraries)
     return kind, load_model(text).to(device=device, dtype=dtype)
 
 
