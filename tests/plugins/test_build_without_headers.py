@@ -33,6 +33,7 @@ def test_setup_skips_plugin_library_without_headers(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "csrc", tree / "csrc")
     (tree / "torchtrt_ext").mkdir()
     (tree / "torchtrt_ext" / "__init__.py").write_text("")
+    shutil.copy(ROOT / "torchtrt_ext" / "_version.py", tree / "torchtrt_ext")  # pyproject.toml reads the version there
     nvcc = tmp_path / "nvcc"
     nvcc.write_text(FAKE_NVCC)
     nvcc.chmod(nvcc.stat().st_mode | stat.S_IEXEC)
