@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import torchtrt_ext
 from tests.conftest import trt_include_dir
 from tests.plugins._plugin_harness import ROOT
 from torchtrt_ext import _native
@@ -33,7 +34,8 @@ def test_setup_skips_plugin_library_without_headers(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "csrc", tree / "csrc")
     (tree / "torchtrt_ext").mkdir()
     (tree / "torchtrt_ext" / "__init__.py").write_text("")
-    shutil.copy(ROOT / "torchtrt_ext" / "_version.py", tree / "torchtrt_ext")  # pyproject.toml reads the version there
+    # pyproject.toml reads the version there (the wheel test's tree has no package sources: write it, not copy it)
+    (tree / "torchtrt_ext" / "_version.py").write_text(f'__version__ = "{torchtrt_ext.__version__}"\n')
     nvcc = tmp_path / "nvcc"
     nvcc.write_text(FAKE_NVCC)
     nvcc.chmod(nvcc.stat().st_mode | stat.S_IEXEC)
