@@ -108,14 +108,26 @@ def cuda_archs() -> list[str]:
     return [a.strip() for a in os.environ.get("TORCHTRT_EXT_CUDA_ARCHS", DEFAULT_ARCHS).split(";") if a.strip()]
 
 
+def sm_codes() -> list[str]:
+    """The machine-code targets of TORCHTRT_EXT_CUDA_ARCHS: SM 9.0 as sm_90a (the same devices, plus Hopper's wgmma,
+    which the fused DeformConv2d kernel needs), the others as they are."""
+    return ["90a" if arch == "90" else arch for arch in cuda_archs()]
+
+
 def gencode_flags() -> list[str]:
-    """nvcc -gencode flags for TORCHTRT_EXT_CUDA_ARCHS plus PTX of the newest architecture."""
-    archs = cuda_archs()
+    """nvcc -gencode flags for sm_codes() plus PTX of the newest architecture (the plain one: arch-specific PTX runs
+    on no later GPU)."""
     flags = []
-    for arch in archs:
-        flags += ["-gencode", f"arch=compute_{arch},code=sm_{arch}"]
-    flags += ["-gencode", f"arch=compute_{archs[-1]},code=compute_{archs[-1]}"]
+    for code in sm_codes():
+        flags += ["-gencode", f"arch=compute_{code},code=sm_{code}"]
+    newest = cuda_archs()[-1]
+    flags += ["-gencode", f"arch=compute_{newest},code=compute_{newest}"]
     return flags
+
+
+def arch_defines() -> list[str]:
+    """Host-code defines naming the device code built: TORCHTRT_EXT_SM90A when an sm_90a binary is in it."""
+    return ["-DTORCHTRT_EXT_SM90A"] if "90a" in sm_codes() else []
 
 
 def _run(cmd: list[str]) -> None:
@@ -129,7 +141,7 @@ def _nvcc_objects(nvcc: str, sources: list[Path], obj_dir: Path, extra: list[str
     for source in sources:
         obj = obj_dir / (source.relative_to(CSRC).with_suffix("").as_posix().replace("/", "__") + ".o")
         _run([nvcc, "-c", "-O3", "-std=c++17", "-Xcompiler", "-fPIC,-Wall,-Wextra,-fvisibility=hidden",
-              "--threads", "0", "-I", str(CSRC), *gencode_flags(), *extra, str(source), "-o", str(obj)])
+              "--threads", "0", "-I", str(CSRC), *gencode_flags(), *arch_defines(), *extra, str(source), "-o", str(obj)])
         objects.append(obj)
     return objects
 
@@ -184,7 +196,7 @@ class BuildNative(build_ext):
         with tempfile.TemporaryDirectory(prefix="torchtrt_ext_build_") as tmp:
             self._build_libraries(nvcc, kernels, Path(tmp), out_dir)
         archs = cuda_archs()
-        info = {"cuda_version": f"{cuda[0]}.{cuda[1]}", "sm": archs, "ptx": archs[-1]}
+        info = {"cuda_version": f"{cuda[0]}.{cuda[1]}", "sm": sm_codes(), "ptx": archs[-1]}
         (out_dir / BUILD_INFO).write_text(json.dumps(info, indent=1) + "\n")
         _log(f"{out_dir / BUILD_INFO}: {info}")
 

@@ -136,6 +136,11 @@ def _needed(path: Path) -> list[str]:
     return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", _output("readelf", "-d", str(path)))
 
 
+def _arch_order(code: str) -> int:
+    """Sort key of an SM code ("90a" after "89", before "100")."""
+    return int(code.rstrip("a"))
+
+
 def _check_library(path: Path, info: dict[str, Any]) -> list[str]:
     """What is wrong with one library of the wheel (empty when nothing)."""
     problems = []
@@ -149,13 +154,13 @@ def _check_library(path: Path, info: dict[str, Any]) -> list[str]:
     if path.name not in DEVICE_CODE:
         return problems
     cuobjdump = _tool("cuobjdump")
-    sm = set(re.findall(r"\.sm_(\d+)\.cubin", _output(cuobjdump, "--list-elf", str(path))))
+    sm = set(re.findall(r"\.sm_(\d+a?)\.cubin", _output(cuobjdump, "--list-elf", str(path))))
     ptx = set(re.findall(r"\.sm_(\d+)\.ptx", _output(cuobjdump, "--list-ptx", str(path))))
     if sm != set(info["sm"]) or ptx != {info["ptx"]}:
-        problems.append(f"{path.name}: cuobjdump lists machine code for sm {sorted(sm, key=int)} and PTX for "
-                        f"{sorted(ptx, key=int)}, build_info.json says sm {info['sm']} and PTX {info['ptx']}")
-    print(f"  {path.name}: {path.stat().st_size / 2**20:.1f} MiB, SASS sm_{', sm_'.join(sorted(sm, key=int))}; "
-          f"PTX compute_{', compute_'.join(sorted(ptx, key=int))}")
+        problems.append(f"{path.name}: cuobjdump lists machine code for sm {sorted(sm, key=_arch_order)} and PTX for "
+                        f"{sorted(ptx, key=_arch_order)}, build_info.json says sm {info['sm']} and PTX {info['ptx']}")
+    print(f"  {path.name}: {path.stat().st_size / 2**20:.1f} MiB, SASS sm_{', sm_'.join(sorted(sm, key=_arch_order))}; "
+          f"PTX compute_{', compute_'.join(sorted(ptx, key=_arch_order))}")
     return problems
 
 

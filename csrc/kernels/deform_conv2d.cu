@@ -1,4 +1,5 @@
-// DeformConv2d behind torchtrt_ext_deform_conv2d (deform_conv2d.h): transpose (NCHW input only), sampling, GEMM.
+// DeformConv2d behind torchtrt_ext_deform_conv2d (deform_conv2d.h): transpose (NCHW input only), sampling, GEMM; or,
+// for fp16/bf16 on sm_90a where it fits, transpose and the fused implicit GEMM of deform_conv2d_sm90.cuh.
 //
 // Columns: per image [pixel][groups * rows_pad], group g's rows at [g * rows_pad, g * rows_pad + rows) tap-major,
 // row = k * Cg + c' (k = i * kernel_w + j the tap, c' the channel within the conv group, Cg the group's channels),
@@ -54,8 +55,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <initializer_list>
 #include <memory>
+#include <string>
 #include <type_traits>
 
 namespace torchtrt_ext {
@@ -87,11 +90,12 @@ constexpr int kCachedDevices = 64;
 struct Device {
     int index;
     int sms;
-    int major;  // compute capability major version: the GEMM needs 8 or more
+    int major;  // compute capability: our own GEMM needs major 8 or more, the fused kernel 9.0
+    int minor;
 };
 
-// The current device, its multiprocessor count and compute capability major (queried on the first call per device,
-// cached together as sms * 256 + major).
+// The current device, its multiprocessor count and compute capability (queried on the first call per device, cached
+// together as sms * 256 + major * 16 + minor).
 inline cudaError_t currentDevice(Device& dev) {
     static std::atomic<int> packed_of[kCachedDevices];  // 0: not queried yet (static storage starts zeroed)
     cudaError_t status = cudaGetDevice(&dev.index);
@@ -100,15 +104,19 @@ inline cudaError_t currentDevice(Device& dev) {
     int const packed = cached ? packed_of[dev.index].load(std::memory_order_relaxed) : 0;
     if (packed > 0) {
         dev.sms = packed / 256;
-        dev.major = packed % 256;
+        dev.major = packed % 256 / 16;
+        dev.minor = packed % 16;
         return cudaSuccess;
     }
     status = cudaDeviceGetAttribute(&dev.sms, cudaDevAttrMultiProcessorCount, dev.index);
     if (status == cudaSuccess) {
         status = cudaDeviceGetAttribute(&dev.major, cudaDevAttrComputeCapabilityMajor, dev.index);
     }
+    if (status == cudaSuccess) {
+        status = cudaDeviceGetAttribute(&dev.minor, cudaDevAttrComputeCapabilityMinor, dev.index);
+    }
     if (status == cudaSuccess && cached) {
-        packed_of[dev.index].store(dev.sms * 256 + dev.major, std::memory_order_relaxed);
+        packed_of[dev.index].store(dev.sms * 256 + dev.major * 16 + dev.minor, std::memory_order_relaxed);
     }
     return status;
 }
@@ -870,6 +878,14 @@ cudaError_t launchGemm(T const* prep, T const* columns, T* out, GemmParams const
                : launchGemmAs<T, SmallTiling>(prep, columns, out, p, groups, dev, stream);
 }
 
+}  // namespace deform_conv2d_detail
+}  // namespace torchtrt_ext
+
+#include "kernels/deform_conv2d_sm90.cuh"
+
+namespace torchtrt_ext {
+namespace deform_conv2d_detail {
+
 // ---------------------------------------------------------------------------------------- cuBLASLt operands
 // out[img][oc][p] = bias[oc] (or 0): the whole op when there are no input channels.
 template <typename T>
@@ -1057,8 +1073,12 @@ int32_t deformConv2d(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, 
     cudaError_t status = currentDevice(dev);
     if (status != cudaSuccess) return static_cast<int32_t>(status);
     auto* base = static_cast<unsigned char*>(workspace);
+    bool fused = false;  // fp16/bf16 on sm_90a: the implicit GEMM (deform_conv2d_sm90.cuh), no columns
+    if constexpr (!std::is_same_v<T, float>) {
+        fused = fusedFits(s, dev, workspace_bytes) && (!s.channels_last || aligned16(t.input));
+    }
     Route route{};
-    if (!chooseRoute<T>(route, s, dev, workspace_bytes - fixed, base + fixed, base + s.nhwcBytes(), out)) {
+    if (!fused && !chooseRoute<T>(route, s, dev, workspace_bytes - fixed, base + fixed, base + s.nhwcBytes(), out)) {
         return static_cast<int32_t>(cudaErrorNotSupported);  // no cuBLASLt, and our own GEMM needs sm_80+
     }
     T const* nhwc = static_cast<T const*>(t.input);
@@ -1070,6 +1090,8 @@ int32_t deformConv2d(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, 
     }
     if constexpr (std::is_same_v<T, float>) {
         if (route.split) return static_cast<int32_t>(runPasses<T, __nv_bfloat16>(s, t, nhwc, route, base, dev, stream));
+    } else if (fused) {
+        return static_cast<int32_t>(launchFused<T>(s, t, nhwc, reinterpret_cast<T*>(base + s.nhwcBytes()), dev, stream));
     }
     return static_cast<int32_t>(runPasses<T, T>(s, t, nhwc, route, base, dev, stream));
 }

@@ -6,13 +6,18 @@ GPU (marker gpu): the launcher through ctypes against a float64 reference (torch
 PyTorch math in float64), tolerances of issue 9: relative error < 1e-5 float32, < 2e-3 float16, < 1e-2 bfloat16;
 cases with and without bias/mask, stride 2, dilation 2, groups, offset groups, rectangular kernels, odd channel counts
 (the unaligned GEMM and sampling paths), offsets reaching outside the image, several GEMM tiles with ragged edges,
-misaligned pointers, channels-last input, a workspace poisoned with NaN, and a workspace that holds one image.
+misaligned pointers, channels-last input, a workspace poisoned with NaN, and a workspace that holds one image; on an
+H100/H200 the fused implicit GEMM (fp16/bf16) on its own edge cases, forced on and off by TORCHTRT_EXT_DCN_FUSED in
+subprocesses, and the default route's choice by shape.
 """
 from __future__ import annotations
 
 import ctypes
+import os
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +28,7 @@ from torchtrt_ext import _native
 from torchtrt_ext.errors import InvalidInputError, LibraryNotFoundError
 from torchtrt_ext.ops.deform_conv2d import columns_to_output, sample_columns
 
+ROOT = Path(__file__).resolve().parents[2]
 CUDA_ERROR_INVALID_VALUE = 1
 TOLERANCES = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}
 # n, c_in, c_out, h, w, (kh, kw), stride, padding, dilation, groups, offset_groups, offset sigma, bias, mask
@@ -49,7 +55,20 @@ CASES = {
     "kernel7x7_tap_chunks": (1, 16, 8, 12, 11, (7, 7), (1, 1), (3, 3), (1, 1), 1, 1, 2.0, True, "rand"),
     # several channel slices per offset group and per image, conv groups cutting through an offset group's slices
     "slices_of_offset_groups": (2, 256, 32, 10, 12, (3, 3), (1, 1), (1, 1), (1, 1), 8, 2, 2.0, True, "rand"),
+    # fp16/bf16 on an sm_90a build and an H100/H200 take the fused implicit GEMM where every conv group and offset
+    # group holds whole 64-channel blocks (deform_conv2d_sm90.cuh); these cases reach each of its edges:
+    # conv and offset groups, 48 output channels of a 128-channel tile, pixel tiles spanning images, no mask
+    "fused_groups2_offset_groups2": (3, 128, 96, 12, 10, (3, 3), (1, 1), (1, 1), (1, 1), 2, 2, 3.0, True, "rand"),
+    # 320 output channels: 256-channel tiles (two m64 tiles per warpgroup), a second, ragged channel tile
+    "fused_wide_ragged": (3, 64, 320, 9, 11, (3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 2.0, True, "none"),
+    # stride, dilation, a rectangular kernel, no bias, offsets far outside
+    "fused_stride_dilation_rect": (2, 128, 64, 17, 15, (3, 2), (2, 1), (1, 0), (2, 1), 1, 2, 6.0, False, "rand"),
+    # a 7x7 kernel: 49 reduction blocks, offset group of 128 channels (two blocks per tap)
+    "fused_7x7": (1, 128, 128, 14, 13, (7, 7), (1, 1), (3, 3), (1, 1), 1, 1, 2.0, True, "rand"),
+    # many pixel tiles over several waves of blocks, a last partial tile
+    "fused_many_tiles": (3, 64, 256, 37, 41, (3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 2.0, True, "rand"),
 }
+FUSED = [name for name in CASES if name.startswith("fused_")]
 
 
 def _library() -> ctypes.CDLL:
@@ -315,12 +334,13 @@ def test_misaligned_pointers_take_the_unaligned_paths(dtype: torch.dtype) -> Non
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("case", ["bias_and_mask", "fused_groups2_offset_groups2"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
-def test_channels_last_input_is_read_as_it_is(dtype: torch.dtype) -> None:
+def test_channels_last_input_is_read_as_it_is(dtype: torch.dtype, case: str) -> None:
     _library()
     from torchtrt_ext.ops._deform_conv2d_launcher import deform_conv2d_full, workspace_size
 
-    t = _make(CASES["bias_and_mask"])
+    t = _make(CASES[case])
     dev = {k: (v.to("cuda", dtype) if isinstance(v, torch.Tensor) else v) for k, v in t.items()}
     conv = (t["stride"], t["padding"], t["dilation"], t["groups"], t["offset_groups"])
     nchw = deform_conv2d_full(dev["input"], dev["offset"], dev["weight"], dev["bias"], dev["mask"], *conv)
@@ -333,13 +353,15 @@ def test_channels_last_input_is_read_as_it_is(dtype: torch.dtype) -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("case", ["odd_channels_groups3", "fused_wide_ragged"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
-def test_a_workspace_full_of_nan_does_not_leak_into_the_output(dtype: torch.dtype) -> None:
-    """The padding rows of each group's columns are written (zeros), never read as whatever the workspace held."""
+def test_a_workspace_full_of_nan_does_not_leak_into_the_output(dtype: torch.dtype, case: str) -> None:
+    """The padding rows of each group's columns and the fused kernel's padded weight tiles are written (zeros),
+    never read as whatever the workspace held."""
     _library()
     from torchtrt_ext.ops._deform_conv2d_launcher import Tensors, describe, desc_workspace_size, launch_desc
 
-    t = _make(CASES["odd_channels_groups3"])
+    t = _make(CASES[case])
     dev = {k: (v.to("cuda", dtype) if isinstance(v, torch.Tensor) else v) for k, v in t.items()}
     desc = describe(tuple(dev["input"].shape), tuple(dev["weight"].shape), t["stride"], t["padding"], t["dilation"],
                     t["groups"], t["offset_groups"], dtype)
@@ -348,7 +370,8 @@ def test_a_workspace_full_of_nan_does_not_leak_into_the_output(dtype: torch.dtyp
     out = torch.full((dev["input"].shape[0], dev["weight"].shape[0], *dev["offset"].shape[-2:]), float("nan"),
                      dtype=dtype, device="cuda")
     pointers = Tensors(dev["input"].data_ptr(), dev["offset"].data_ptr(), dev["weight"].data_ptr(),
-                       dev["bias"].data_ptr(), dev["mask"].data_ptr(), out.data_ptr())
+                       dev["bias"].data_ptr(), dev["mask"].data_ptr() if dev["mask"] is not None else None,
+                       out.data_ptr())
     launch_desc(desc, pointers, workspace.data_ptr(), nbytes, torch.cuda.current_stream().cuda_stream, "the test")
     torch.cuda.synchronize()
     assert torch.isfinite(out.float()).all()
@@ -386,3 +409,69 @@ def test_the_eager_op_runs_the_launcher() -> None:
     eager = deform_conv2d(dev["input"], dev["offset"], dev["weight"], dev["bias"], mask=dev["mask"],
                           stride=t["stride"], padding=t["padding"], dilation=t["dilation"], groups=t["groups"])
     assert torch.equal(eager.cpu(), _run(t, torch.float32).cpu())
+
+
+def _kernel_names(t: dict, dtype: torch.dtype) -> list[str]:
+    """The CUDA kernels one launcher call runs (torch.profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        _run(t, dtype)
+    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+def _fused_build_or_skip() -> None:
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the fused kernel runs on compute capability 9.0 (H100/H200) only")
+    if "90a" not in (_native.build_info() or {}).get("sm", []):
+        pytest.skip("the kernels library has no sm_90a code: build with 90 in TORCHTRT_EXT_CUDA_ARCHS")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("name", FUSED)
+def test_the_fused_cases_take_the_path_torchtrt_ext_dcn_fused_names(name: str, dtype: torch.dtype) -> None:
+    """TORCHTRT_EXT_DCN_FUSED=1: the fused implicit GEMM wherever it applies (whole 64-channel blocks on an sm_90a
+    build and an H100/H200; no columns, no separate GEMM); =0: the sampling + GEMM path. Run by the test below."""
+    mode = os.environ.get("TORCHTRT_EXT_DCN_FUSED")
+    if mode not in ("0", "1"):
+        pytest.skip("runs in the subprocesses of test_both_paths_on_the_fused_cases (TORCHTRT_EXT_DCN_FUSED=0 or 1)")
+    _library()
+    _fused_build_or_skip()
+    names = _kernel_names(_make(CASES[name]), dtype)
+    fused = any("fusedKernel" in n for n in names)
+    columns = any("sampleKernel" in n for n in names)
+    assert (fused and not columns) if mode == "1" else (columns and not fused), names
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["1", "0"])
+def test_both_paths_on_the_fused_cases(mode: str) -> None:
+    """The fused cases (their float64 comparison, a channels-last input, a workspace of NaN) through the fused kernel
+    (=1) and through the column path (=0): the variable is read once per process, so each runs in a subprocess. The
+    default route picks by shape (below)."""
+    _library()
+    env = {**os.environ, "TORCHTRT_EXT_DCN_FUSED": mode}
+    tests = [f"{__file__}::{name}" for name in (
+        "test_full_launcher_matches_float64_reference", "test_the_fused_cases_take_the_path_torchtrt_ext_dcn_fused_names",
+        "test_channels_last_input_is_read_as_it_is", "test_a_workspace_full_of_nan_does_not_leak_into_the_output")]
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "fused_", *tests],
+                         env=env, capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert " passed" in run.stdout, run.stdout[-2000:]
+
+
+@pytest.mark.gpu
+def test_by_default_the_fused_kernel_takes_shapes_that_fill_whole_waves() -> None:
+    """Unset TORCHTRT_EXT_DCN_FUSED: blocks filling two whole waves of the GPU's multiprocessors take the fused kernel;
+    6 blocks (the column path's finer kernels are faster there) take the column path."""
+    if os.environ.get("TORCHTRT_EXT_DCN_FUSED") in ("0", "1"):
+        pytest.skip("the default route: TORCHTRT_EXT_DCN_FUSED is set")
+    _library()
+    _fused_build_or_skip()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    # 128-pixel blocks of all 256 output channels: 2 * sms * 128 pixels are two whole waves
+    whole = (1, 64, 256, 2 * sms, 128, (3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 2.0, True, "rand")
+    assert any("fusedKernel" in n for n in _kernel_names(_make(whole), torch.float16))
+    few = _kernel_names(_make(CASES["fused_groups2_offset_groups2"]), torch.float16)
+    assert any("sampleKernel" in n for n in few) and not any("fusedKernel" in n for n in few), few

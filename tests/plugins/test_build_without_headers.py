@@ -56,7 +56,7 @@ def test_setup_skips_plugin_library_without_headers(tmp_path: Path) -> None:
     assert not (tree / "torchtrt_ext" / "lib" / "libtorchtrt_ext_plugins.so").exists()
     assert "libtorchtrt_ext_plugins_autoload.so" in result.stderr
     assert not (tree / "torchtrt_ext" / "lib" / "libtorchtrt_ext_plugins_autoload.so").exists()
-    assert _native.build_info(tree / "torchtrt_ext" / "lib") == {"cuda_version": "13.0", "sm": ["90"], "ptx": "90"}
+    assert _native.build_info(tree / "torchtrt_ext" / "lib") == {"cuda_version": "13.0", "sm": ["90a"], "ptx": "90"}
     assert "libtorchtrt_ext_rtx_alias.so" in result.stderr
     assert not (tree / "torchtrt_ext" / "lib" / "libtorchtrt_ext_rtx_alias.so").exists()
 

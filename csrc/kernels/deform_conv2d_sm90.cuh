@@ -1,0 +1,443 @@
+// DeformConv2d as one implicit GEMM on sm_90a (Hopper's wgmma): no column buffer. Included by deform_conv2d.cu after
+// its sampling helpers (cornersOf) and cp.async wrappers; used for fp16/bf16 where fusedFits() holds.
+//
+// Per conv group g the op is D[oc][pixel] = sum_r A[oc][r] * B[pixel][r] with r = (tap k, channel c) in blocks of 64
+// channels of one tap (reduction blocks in FusedParams::decode's order): A is the weight, B the bilinear samples. A
+// block computes kFusedBN pixels (of all images: a tile may span several) by 64 * WG output channels, one m64 tile per
+// warpgroup. Per reduction block, a stage of shared memory holds A's tile (copied by cp.async from the weight that
+// prepareFusedWeightKernel reorders once per call into the kernel's tiles, each one contiguous block) and B's tile,
+// which the block's threads sample straight into shared memory: the corners of every (tap, pixel) of a chunk of taps
+// are computed once into a table (cornersOf, the column-buffer sampler's rule), and each thread interpolates one
+// 8-channel vector at a few pixels: four 16-byte corner reads (the 8 lanes of a pixel read one 128-byte line) and one
+// 16-byte shared-memory store per pixel. The tensor cores run stage kb's wgmma asynchronously while the warps sample
+// stage kb + kFusedAhead: the sampling (CUDA cores, L1) and the products (tensor cores) overlap instead of meeting
+// through a 151 MB buffer in DRAM.
+//
+// The bilinear sums are in the data type's packed arithmetic (HFMA2), where the column path sums in FP32: at
+// 8x256x64x64 the relative error against float64 went from 2.5e-4 to 3.3e-4 (fp16) and 2.0e-3 to 2.6e-3 (bf16), within
+// the tests' 2e-3 / 1e-2 and far below torchvision's 1.1e-2 (fp16); with the division-free block order and the zero
+// page for outside corners, made at the same time, the kernel went from 175.5 to 147.6 us there (bench/README.md).
+//
+// Shared-memory tiles are K-major with 128-byte swizzle, wgmma's canonical layout: a [rows][64] tile has rows of 128
+// bytes, 16-byte chunk c of row r at r * 128 + ((c ^ (r % 8)) * 16) (swizzled()), 1024-byte aligned; descriptors
+// with the 8-row groups 1024 bytes apart, a k16 step 32 bytes further. The swizzle is what lets the 8 lanes of a
+// pixel (chunks 0..7 of one row) store without bank conflicts where their loads are one line.
+#pragma once
+
+namespace torchtrt_ext {
+namespace deform_conv2d_detail {
+
+constexpr int kFusedBN = 128;       // pixels per block
+constexpr int kFusedBK = 64;        // reduction steps (channels of one tap) per stage
+constexpr int kFusedStages = 3;
+constexpr int kFusedAhead = 1;  // stages sampled ahead of the one multiplied; <= kFusedStages - 2 (see the main loop)
+constexpr int kFusedTableTaps = 9;  // taps per filling of the corner table
+
+// Sizes of a block of WG warpgroups, each one m64 tile of output channels (64 * WG channels).
+template <int WG>
+struct FusedTile {
+    static constexpr int kThreads = 128 * WG;
+    static constexpr int kBM = 64 * WG;
+    static constexpr int kPixelsPerWarp = kFusedBN / (4 * WG);  // a warp samples them, 4 pixels a read
+    static constexpr int kABytes = kBM * kFusedBK * 2;
+    static constexpr int kBBytes = kFusedBN * kFusedBK * 2;
+    static constexpr int kStageBytes = kABytes + kBBytes;
+    static constexpr int kTableBytes = kFusedTableTaps * kFusedBN * static_cast<int>(sizeof(Corners<int32_t>));
+    static constexpr int kSmemBytes = kFusedStages * kStageBytes + kTableBytes + 1024;  // + room to align to 1024
+};
+
+struct FusedParams {
+    int32_t height, width, channels, pixels, out_w, taps, offset_groups;
+    int32_t per_group, per_offset_group, per_group_out, out_channels;
+    int32_t cblocks;   // per_group / kFusedBK
+    int32_t k_blocks;  // taps * cblocks
+    int32_t m_tiles;   // output-channel tiles per conv group
+    int32_t total;     // images * pixels
+
+    // The order of the reduction blocks: taps in chunks of kFusedTableTaps (one filling of the corner table), per
+    // chunk every channel block, per channel block the chunk's taps. Consecutive blocks then read the same 64 channels
+    // around the same pixels at the next tap, so the corner reads mostly hit L1, where tap-major blocks streamed
+    // every channel of a tap through it first. Only the last chunk may hold fewer taps.
+    __host__ __device__ void decode(int kb, int& k, int& cb, int& chunk) const {
+        int const full = kFusedTableTaps * cblocks;
+        chunk = kb / full;
+        int const rest = kb - chunk * full;
+        int const chunk_taps = min(kFusedTableTaps, taps - chunk * kFusedTableTaps);
+        cb = rest / chunk_taps;
+        k = chunk * kFusedTableTaps + (rest - cb * chunk_taps);
+    }
+};
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define TORCHTRT_EXT_SM90A_ONLY(...) __VA_ARGS__
+#else
+#define TORCHTRT_EXT_SM90A_ONLY(...) __trap()
+#endif
+
+// Byte offset of 16-byte chunk `chunk` (8 channels) of row `row` in a [rows][64] tile of 16-bit elements, K-major with
+// 128-byte swizzle: rows of 128 bytes, the chunk index XOR the row's place in its group of 8.
+__host__ __device__ constexpr int swizzled(int row, int chunk) { return row * 128 + ((chunk ^ (row & 7)) << 4); }
+
+// A shared-memory matrix descriptor of such a tile at p (1024-byte aligned): 128-byte swizzle (bits 62-63 = 1), the
+// 8-row groups 1024 bytes apart (stride byte offset), the leading byte offset unused by swizzled K-major layouts.
+__device__ __forceinline__ uint64_t smemDescriptor(void const* p) {
+    uint64_t const addr = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+    return ((addr & 0x3ffff) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+}
+
+__device__ __forceinline__ void wgmmaFence() { TORCHTRT_EXT_SM90A_ONLY(asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory")); }
+__device__ __forceinline__ void wgmmaCommit() {
+    TORCHTRT_EXT_SM90A_ONLY(asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"));
+}
+template <int N>
+__device__ __forceinline__ void wgmmaWait() {
+    TORCHTRT_EXT_SM90A_ONLY(asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"));
+}
+// Keeps the compiler from moving accumulator registers across the asynchronous wgmma (it does not know they are
+// written between the issue and the wait).
+template <int N>
+__device__ __forceinline__ void pinRegisters(float (&d)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+#define TORCHTRT_EXT_ACC4(b) "+f"(d[b]), "+f"(d[b + 1]), "+f"(d[b + 2]), "+f"(d[b + 3])
+#define TORCHTRT_EXT_ACC16(b) TORCHTRT_EXT_ACC4(b), TORCHTRT_EXT_ACC4(b + 4), TORCHTRT_EXT_ACC4(b + 8), TORCHTRT_EXT_ACC4(b + 12)
+#define TORCHTRT_EXT_WGMMA_M64N128K16(types)                                                                    \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                  \
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." types " "                                      \
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                     \
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "            \
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "            \
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "           \
+                 "%64, %65, p, 1, 1, 0, 0;\n}\n"                                                                \
+                 : TORCHTRT_EXT_ACC16(0), TORCHTRT_EXT_ACC16(16), TORCHTRT_EXT_ACC16(32), TORCHTRT_EXT_ACC16(48) \
+                 : "l"(a), "l"(b), "r"(accumulate))
+
+// d[64] = A (64 x 16, descriptor a) * B (16 x 128, descriptor b) (+ d when accumulate != 0), both K-major in shared
+// memory; FP32 sums.
+// Accumulator layout: thread (warp w of the warpgroup, lane = 4 * r + q) holds rows 16 * w + r (+ 8) and columns
+// 8 * j + 2 * q (+ 1): d[4 * j + 2 * h + e] = D[16 * w + r + 8 * h][8 * j + 2 * q + e].
+template <typename T>
+__device__ __forceinline__ void wgmma64x128(float (&d)[64], uint64_t a, uint64_t b, int accumulate) {
+    if constexpr (std::is_same_v<T, __half>) {
+        TORCHTRT_EXT_SM90A_ONLY(TORCHTRT_EXT_WGMMA_M64N128K16("f16.f16"));
+    } else {
+        TORCHTRT_EXT_SM90A_ONLY(TORCHTRT_EXT_WGMMA_M64N128K16("bf16.bf16"));
+    }
+}
+#undef TORCHTRT_EXT_WGMMA_M64N128K16
+#undef TORCHTRT_EXT_ACC16
+#undef TORCHTRT_EXT_ACC4
+
+// The weight as the kernel reads it: per (group, output-channel tile, reduction block) one [kBM][64] tile in
+// core-matrix order, contiguous, rows beyond the group's output channels zero. prep has groups * m_tiles * k_blocks *
+// bm * 64 elements (total).
+template <typename T>
+__global__ void prepareFusedWeightKernel(T const* __restrict__ weight, T* __restrict__ prep, FusedParams const f,
+                                         int bm, int64_t total) {
+    int64_t const tile_elems = int64_t{bm} * kFusedBK;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        int64_t const tile = i / tile_elems;
+        int const within = static_cast<int>(i - tile * tile_elems);
+        int const kb = static_cast<int>(tile % f.k_blocks);
+        int64_t const rest = tile / f.k_blocks;
+        int const mt = static_cast<int>(rest % f.m_tiles);
+        int64_t const group = rest / f.m_tiles;
+        // within = swizzled(row, c / 8) / 2 + c % 8
+        int const row = within / 64;
+        int const c = ((((within % 64) >> 3) ^ (row & 7)) << 3) + within % 8;
+        int k, cb, chunk;
+        f.decode(kb, k, cb, chunk);
+        int const oc = mt * bm + row;
+        prep[i] = oc < f.per_group_out
+                      ? weight[((group * f.per_group_out + oc) * f.per_group + cb * kFusedBK + c) * f.taps + k]
+                      : fromF32<T>(0.f);
+    }
+}
+
+// What a corner outside the image reads: 16 zero bytes.
+__device__ uint4 const kFusedZeros{0, 0, 0, 0};
+
+// The bilinear sum of 8 channels (one 16-byte pack per corner) with corner weights w, in the data type's packed
+// arithmetic (HFMA2: 4 instructions a corner, where FP32 sums take 8 conversions and 8 FMAs).
+template <typename T>
+__device__ __forceinline__ uint4 interpolatePacked(uint4 const (&corner)[4], float const (&w)[4]) {
+    using T2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+    T2 sum[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        T2 weight;
+        if constexpr (std::is_same_v<T, __half>) {
+            weight = __float2half2_rn(w[q]);
+        } else {
+            weight = __float2bfloat162_rn(w[q]);
+        }
+        T2 values[4];
+        __builtin_memcpy(&values, &corner[q], sizeof(values));
+#pragma unroll
+        for (int e = 0; e < 4; ++e) sum[e] = q == 0 ? __hmul2(weight, values[e]) : __hfma2(weight, values[e], sum[e]);
+    }
+    uint4 packed;
+    __builtin_memcpy(&packed, &sum, sizeof(packed));
+    return packed;
+}
+
+// Block (x, y, z) = (pixel tile, output-channel tile, conv group); see the top of this file.
+template <typename T, int WG>
+__global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
+    fusedKernel(T const* __restrict__ input, T const* __restrict__ offset, T const* __restrict__ mask,
+                T const* __restrict__ prep, T const* __restrict__ bias, T* __restrict__ out, SampleParams const sp,
+                FusedParams const f) {
+    using Tile = FusedTile<WG>;
+    constexpr int kPix = Tile::kPixelsPerWarp / 4;  // pixels a thread samples
+    extern __shared__ __align__(16) unsigned char fused_smem[];
+    // 128-byte swizzled tiles repeat every 1024 bytes: their base must be 1024-byte aligned (kSmemBytes has the room)
+    unsigned char* const smem =
+        fused_smem + ((1024 - (static_cast<uint32_t>(__cvta_generic_to_shared(fused_smem)) & 1023)) & 1023);
+    int const tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    int const group = blockIdx.z, mt = blockIdx.y;
+    int const tile0 = blockIdx.x * kFusedBN;
+
+    // The sampling role: vector v (8 channels) of a 64-channel block at kPix pixels of the tile, pixel(jj) = warp *
+    // kPixelsPerWarp + lane / 8 + 4 * jj: the 8 lanes of a pixel read its 128 bytes of a corner as one line (4 lines a
+    // warp read).
+    int const v = lane & 7;
+    int const first_pixel = warp * Tile::kPixelsPerWarp + (lane >> 3);
+    T const* image[kPix];
+#pragma unroll
+    for (int jj = 0; jj < kPix; ++jj) {
+        int const gp = tile0 + first_pixel + 4 * jj;
+        image[jj] = input + static_cast<int64_t>(gp < f.total ? gp / f.pixels : 0) * f.height * f.width * f.channels;
+    }
+    T const* weight_tiles = prep + (static_cast<int64_t>(group) * f.m_tiles + mt) * f.k_blocks * (Tile::kBM * kFusedBK);
+    auto* table = reinterpret_cast<Corners<int32_t>*>(smem + kFusedStages * Tile::kStageBytes);
+    int table_of = -1;  // (tap chunk, offset group) the corner table holds
+
+    // The corners of every pixel of the tile at the taps of `chunk`, for offset group og: [tap in chunk][pixel].
+    auto fillTable = [&](int chunk, int og) {
+        int const first = chunk * kFusedTableTaps;
+        int const entries = min(kFusedTableTaps, f.taps - first) * kFusedBN;
+        for (int e = tid; e < entries; e += Tile::kThreads) {
+            int const k = first + e / kFusedBN, gp = tile0 + e % kFusedBN;
+            Corners<int32_t> c{{0.f, 0.f, 0.f, 0.f}, {-1, -1, -1, -1}};
+            if (gp < f.total) {
+                int const im = gp / f.pixels, px = gp - im * f.pixels;
+                int const y = px / f.out_w;
+                int64_t const planes = static_cast<int64_t>(im) * f.offset_groups * f.taps * f.pixels;
+                c = cornersOf<T, int32_t>(offset + 2 * planes, mask != nullptr ? mask + planes : nullptr, sp, og, px,
+                                          y, px - y * f.out_w, k);
+            }
+            table[e] = c;
+        }
+    };
+
+    // The reduction block the next sample() call fills, advanced one block per call (calls come in order of kb):
+    // tap k_local of tap chunk `chunk` (chunk_taps taps), channel block cb, in offset group og.
+    int k_local = 0, cb = 0, chunk = 0, chunk_taps = min(kFusedTableTaps, f.taps);
+    int og = group * f.per_group / f.per_offset_group;
+    auto sample = [&](int kb) {  // stage kb: the weight tile by cp.async, the samples by the threads
+        unsigned char* stage = smem + (kb % kFusedStages) * Tile::kStageBytes;
+        auto const* weight_tile = reinterpret_cast<unsigned char const*>(weight_tiles + int64_t{kb} * Tile::kBM * kFusedBK);
+#pragma unroll
+        for (int i = 0; i < Tile::kABytes / 16 / Tile::kThreads; ++i) {
+            int const at = (i * Tile::kThreads + tid) * 16;
+            cpAsync16(stage + at, weight_tile + at, true);
+        }
+        if (chunk * f.offset_groups + og != table_of) {  // the same for every thread: the barrier is reached by all
+            table_of = chunk * f.offset_groups + og;
+            fillTable(chunk, og);  // the table's last readers passed the barrier at the top of this iteration
+            __syncthreads();
+        }
+        int const c0 = group * f.per_group + cb * kFusedBK + v * 8;
+        Corners<int32_t> const* taps_of = table + k_local * kFusedBN + first_pixel;
+        uint4 corner[kPix][4];  // [pixel][corner]: every read issued before any is used
+#pragma unroll
+        for (int jj = 0; jj < kPix; ++jj) {
+            Corners<int32_t> const& c = taps_of[4 * jj];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                // a corner outside the image reads zeros (kFusedZeros), not the image times weight 0 (inf * 0 = NaN),
+                // and without a branch around the load: all 16 reads are in flight at once
+                T const* at = c.at[q] >= 0 ? image[jj] + c.at[q] + c0 : reinterpret_cast<T const*>(&kFusedZeros);
+                corner[jj][q] = __ldg(reinterpret_cast<uint4 const*>(at));
+            }
+        }
+#pragma unroll
+        for (int jj = 0; jj < kPix; ++jj) {
+            int const p = first_pixel + 4 * jj;
+            *reinterpret_cast<uint4*>(stage + Tile::kABytes + swizzled(p, v)) =
+                interpolatePacked<T>(corner[jj], taps_of[4 * jj].w);
+        }
+        cpAsyncCommit();
+        if (++k_local == chunk_taps) {  // advance to the next reduction block (FusedParams::decode's order)
+            k_local = 0;
+            if (++cb == f.cblocks) {
+                cb = 0;
+                ++chunk;
+                chunk_taps = min(kFusedTableTaps, f.taps - chunk * kFusedTableTaps);
+            }
+            og = (group * f.per_group + cb * kFusedBK) / f.per_offset_group;
+        }
+    };
+
+    float acc[64];  // the first wgmma overwrites it (a zero fill would be an instruction ptxas must order the
+                        // asynchronous wgmma after, serializing them)
+    int const k_blocks = f.k_blocks;
+#pragma unroll
+    for (int s = 0; s < kFusedAhead; ++s) {
+        if (s < k_blocks) {
+            sample(s);
+        } else {
+            cpAsyncCommit();
+        }
+    }
+    int const wg = warp >> 2;
+    // Stage kb is multiplied while stage kb + kFusedAhead is sampled into the buffer of stage kb + kFusedAhead -
+    // kFusedStages <= kb - 2, whose wgmma every warpgroup waited for (wait_group 1 at the end of iteration kb - 1)
+    // before the barrier of iteration kb; stage kb - 1's wgmma may still be reading its own buffer.
+    static_assert(kFusedAhead <= kFusedStages - 2, "the stage sampled must not be one a wgmma may still read");
+    for (int kb = 0; kb < k_blocks; ++kb) {
+        cpAsyncWait<kFusedAhead - 1>();  // this thread's weight copies of stage kb have landed
+        TORCHTRT_EXT_SM90A_ONLY(asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"));  // visible to wgmma
+        __syncthreads();
+        unsigned char const* stage = smem + (kb % kFusedStages) * Tile::kStageBytes;
+        uint64_t const a = smemDescriptor(stage + wg * 64 * 128);  // the warpgroup's 64 rows of the weight tile
+        uint64_t const b = smemDescriptor(stage + Tile::kABytes);
+        pinRegisters(acc);
+        wgmmaFence();
+#pragma unroll
+        for (int s = 0; s < kFusedBK / 16; ++s) {  // k16 steps: 32 bytes further along the swizzled rows
+            wgmma64x128<T>(acc, a + s * (32 >> 4), b + s * (32 >> 4), kb > 0 || s > 0);
+        }
+        wgmmaCommit();
+        if (kb + kFusedAhead < k_blocks) {
+            sample(kb + kFusedAhead);
+        } else {
+            cpAsyncCommit();
+        }
+        wgmmaWait<1>();
+        pinRegisters(acc);
+    }
+    wgmmaWait<0>();
+    pinRegisters(acc);
+
+    // Epilogue: D[oc][pixel] (+ bias) into NCHW output; pixel pairs (2q, 2q + 1) of one n8 column block.
+    int const r = lane >> 2, q = lane & 3, w = warp & 3;
+#pragma unroll
+    for (int j = 0; j < kFusedBN / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            int const gp = tile0 + 8 * j + 2 * q + e;
+            if (gp >= f.total) continue;
+            int const im = gp / f.pixels, px = gp - im * f.pixels;
+            T* column = out + static_cast<int64_t>(im) * f.out_channels * f.pixels + px;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                int const oc = mt * Tile::kBM + wg * 64 + w * 16 + r + 8 * h;
+                if (oc >= f.per_group_out) continue;
+                int const channel = group * f.per_group_out + oc;
+                float const b = bias != nullptr ? toF32(bias[channel]) : 0.f;
+                column[static_cast<int64_t>(channel) * f.pixels] = fromF32<T>(acc[4 * j + 2 * h + e] + b);
+            }
+        }
+}
+
+// TORCHTRT_EXT_DCN_FUSED: "0" never runs the fused kernel, "1" runs it wherever it applies (the tests reach its edge
+// cases through it), anything else or unset lets fusedFits choose by the shape. Read once per process.
+enum class FusedMode { kOff, kWherever, kAuto };
+inline FusedMode fusedMode() {
+    static FusedMode const mode = [] {
+        char const* env = std::getenv("TORCHTRT_EXT_DCN_FUSED");
+        std::string const value = env != nullptr ? env : "";
+        return value == "0" ? FusedMode::kOff : value == "1" ? FusedMode::kWherever : FusedMode::kAuto;
+    }();
+    return mode;
+}
+
+// Warpgroups per block: 4 (256 output channels, 16 warps to hide the corner reads) unless the conv group has at most
+// 128 output channels.
+inline int fusedWarpgroups(OpSizes const& s) { return s.out_channels / s.groups > 128 ? 4 : 2; }
+
+inline int64_t fusedBlocks(OpSizes const& s) {
+    int64_t const bm = 64 * fusedWarpgroups(s), mg = s.out_channels / s.groups;
+    return (s.n * s.pixels() + kFusedBN - 1) / kFusedBN * ((mg + bm - 1) / bm) * s.groups;
+}
+
+inline int64_t fusedWeightBytes(OpSizes const& s) {
+    int64_t const bm = 64 * fusedWarpgroups(s), mg = s.out_channels / s.groups;
+    return alignUp(s.groups * ((mg + bm - 1) / bm) * bm * s.rows() * s.elem);
+}
+
+// True when the fused kernel runs the op: it applies (fp16/bf16, the caller's T; an sm_90a build on a compute
+// capability 9.0 device; 64-channel blocks within one conv group and one offset group; 32-bit indices within an
+// image; room in the workspace for the reordered weight after the channels-last copy) and, unless
+// TORCHTRT_EXT_DCN_FUSED says otherwise, its blocks (one per multiprocessor at a time) fill at least 80% of the waves
+// they take. A block costs the same whether its wave is full or not, and at fewer blocks the column path, whose
+// kernels cut the work finer, was faster on the H200: 1x64x40x40 (13 blocks) 34.0 against 23.0 us, 8x256x80x80 (400
+// blocks, 3.03 waves of 132) 303.5 against 289.8; at 8x256x64x64 (1.94 waves) 164.5 against 180.5, at 4x128x100x76
+// (1.80) 83.6 against 88.2 (bench/README.md).
+inline bool fusedFits(OpSizes const& s, Device const& dev, int64_t workspace_bytes) {
+#ifdef TORCHTRT_EXT_SM90A
+    constexpr int64_t kNarrow = 0x7fffffff;
+    int64_t const cg = s.channels / s.groups;
+    FusedMode const mode = fusedMode();
+    bool const applies = mode != FusedMode::kOff && dev.major == 9 && dev.minor == 0 && s.elem == 2 &&
+                         cg % kFusedBK == 0 && (s.channels / s.offset_groups) % kFusedBK == 0 &&
+                         s.height * s.width * s.channels <= kNarrow && s.n * s.pixels() <= kNarrow - kFusedBN &&
+                         2 * s.offset_groups * s.taps() * s.pixels() <= kNarrow &&
+                         (s.n * s.pixels() + kFusedBN - 1) / kFusedBN <= kMaxGridX && s.groups <= kMaxGridYZ &&
+                         s.nhwcBytes() + fusedWeightBytes(s) <= workspace_bytes;
+    if (!applies || mode == FusedMode::kWherever) return applies;
+    int64_t const blocks = fusedBlocks(s), waves = (blocks + dev.sms - 1) / dev.sms;
+    return blocks * 5 >= waves * dev.sms * 4;
+#else
+    (void)s, (void)dev, (void)workspace_bytes;
+    return false;
+#endif
+}
+
+template <typename T, int WG>
+cudaError_t launchFusedAs(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, T const* nhwc, T* prep,
+                          Device const& dev, cudaStream_t stream) {
+    using Tile = FusedTile<WG>;
+    int64_t const mg = s.out_channels / s.groups, cg = s.channels / s.groups;
+    FusedParams const f{static_cast<int32_t>(s.height), static_cast<int32_t>(s.width),
+                        static_cast<int32_t>(s.channels), static_cast<int32_t>(s.pixels()),
+                        static_cast<int32_t>(s.out_w), static_cast<int32_t>(s.taps()),
+                        static_cast<int32_t>(s.offset_groups), static_cast<int32_t>(cg),
+                        static_cast<int32_t>(s.channels / s.offset_groups), static_cast<int32_t>(mg),
+                        static_cast<int32_t>(s.out_channels), static_cast<int32_t>(cg / kFusedBK),
+                        static_cast<int32_t>(s.taps() * (cg / kFusedBK)),
+                        static_cast<int32_t>((mg + Tile::kBM - 1) / Tile::kBM), static_cast<int32_t>(s.n * s.pixels())};
+    int64_t const prep_total = s.groups * int64_t{f.m_tiles} * f.k_blocks * Tile::kBM * kFusedBK;
+    prepareFusedWeightKernel<T><<<static_cast<unsigned>(std::min<int64_t>((prep_total + 255) / 256, int64_t{dev.sms} * 8)),
+                                  256, 0, stream>>>(static_cast<T const*>(t.weight), prep, f, Tile::kBM, prep_total);
+    cudaError_t status = cudaGetLastError();
+    if (status != cudaSuccess) return status;
+    static std::atomic<uint64_t> smem_set_on{0};
+    status = allowDynamicSmem(fusedKernel<T, WG>, Tile::kSmemBytes, dev, smem_set_on);
+    if (status != cudaSuccess) return status;
+    SampleParams const sp{s.channels, s.height, s.width, s.kernel_w, s.out_w, s.stride_h, s.stride_w, s.pad_h,
+                          s.pad_w, s.dil_h, s.dil_w, s.taps(), s.pixels(), s.offset_groups, cg,
+                          s.channels / s.offset_groups, s.rows(), s.rowsPad(), s.ld()};
+    dim3 const grid(static_cast<unsigned>((f.total + kFusedBN - 1) / kFusedBN), static_cast<unsigned>(f.m_tiles),
+                    static_cast<unsigned>(s.groups));
+    fusedKernel<T, WG><<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(
+        nhwc, static_cast<T const*>(t.offset), static_cast<T const*>(t.mask), prep, static_cast<T const*>(t.bias),
+        static_cast<T*>(t.output), sp, f);
+    return cudaGetLastError();
+}
+
+// The whole op by the fused kernel (fusedFits holds), from the channels-last input nhwc; the reordered weight goes
+// to prep (fusedWeightBytes).
+template <typename T>
+cudaError_t launchFused(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, T const* nhwc, T* prep,
+                        Device const& dev, cudaStream_t stream) {
+    return fusedWarpgroups(s) == 4 ? launchFusedAs<T, 4>(s, t, nhwc, prep, dev, stream)
+                                   : launchFusedAs<T, 2>(s, t, nhwc, prep, dev, stream);
+}
+
+}  // namespace deform_conv2d_detail
+}  // namespace torchtrt_ext
