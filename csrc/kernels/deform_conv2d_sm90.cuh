@@ -323,25 +323,47 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
     wgmmaWait<0>();
     pinRegisters(acc);
 
-    // Epilogue: D[oc][pixel] (+ bias) into NCHW output; pixel pairs (2q, 2q + 1) of one n8 column block.
+    // Epilogue: D[oc][pixel] + bias, rounded to T, through shared memory (the stages are free once every wgmma and
+    // copy is done) into the NCHW output by 16-byte stores of 8 pixels: written from the fragments directly, a warp's
+    // store was 2 bytes a lane over 8 rows, and each pixel pair took an integer division.
+    constexpr int kPitch = kFusedBN * 2 + 16;  // bytes per row: 16 more keeps the fragment stores conflict-free
+    static_assert(Tile::kBM * kPitch <= kFusedStages * Tile::kStageBytes, "the output tile must fit the stages");
     int const r = lane >> 2, q = lane & 3, w = warp & 3;
+    __syncthreads();  // every warpgroup's last wgmma has read its stage
 #pragma unroll
-    for (int j = 0; j < kFusedBN / 8; ++j)
+    for (int h = 0; h < 2; ++h) {
+        int const row = wg * 64 + w * 16 + r + 8 * h;
+        int const oc = mt * Tile::kBM + row;
+        float const b = bias != nullptr && oc < f.per_group_out ? toF32(bias[group * f.per_group_out + oc]) : 0.f;
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            int const gp = tile0 + 8 * j + 2 * q + e;
-            if (gp >= f.total) continue;
-            int const im = gp / f.pixels, px = gp - im * f.pixels;
-            T* column = out + static_cast<int64_t>(im) * f.out_channels * f.pixels + px;
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                int const oc = mt * Tile::kBM + wg * 64 + w * 16 + r + 8 * h;
-                if (oc >= f.per_group_out) continue;
-                int const channel = group * f.per_group_out + oc;
-                float const b = bias != nullptr ? toF32(bias[channel]) : 0.f;
-                column[static_cast<int64_t>(channel) * f.pixels] = fromF32<T>(acc[4 * j + 2 * h + e] + b);
+        for (int j = 0; j < kFusedBN / 8; ++j) {
+            Pack<T, 2> pair;
+            pair.v[0] = fromF32<T>(acc[4 * j + 2 * h] + b);
+            pair.v[1] = fromF32<T>(acc[4 * j + 2 * h + 1] + b);
+            *reinterpret_cast<Pack<T, 2>*>(smem + row * kPitch + (8 * j + 2 * q) * 2) = pair;
+        }
+    }
+    __syncthreads();
+    // 8 pixels of a chunk in one image and 16-byte aligned in the output
+    bool const vector_rows = f.pixels % 8 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
+    for (int chunk = tid; chunk < Tile::kBM * (kFusedBN / 8); chunk += Tile::kThreads) {
+        int const row = chunk / (kFusedBN / 8), first = tile0 + (chunk % (kFusedBN / 8)) * 8;
+        int const oc = mt * Tile::kBM + row;
+        if (oc >= f.per_group_out || first >= f.total) continue;
+        int64_t const channel = group * f.per_group_out + oc;
+        T const* values = reinterpret_cast<T const*>(smem + row * kPitch) + (first - tile0);
+        if (vector_rows && first + 8 <= f.total) {
+            int const im = first / f.pixels;
+            T* dst = out + (static_cast<int64_t>(im) * f.out_channels + channel) * f.pixels + (first - im * f.pixels);
+            *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<uint4 const*>(values);
+        } else {
+            for (int e = 0; e < 8 && first + e < f.total; ++e) {
+                int const im = (first + e) / f.pixels;
+                out[(static_cast<int64_t>(im) * f.out_channels + channel) * f.pixels + (first + e - im * f.pixels)] =
+                    values[e];
             }
         }
+    }
 }
 
 // TORCHTRT_EXT_DCN_FUSED: "0" never runs the fused kernel, "1" runs it wherever it applies (the tests reach its edge
@@ -373,11 +395,12 @@ inline int64_t fusedWeightBytes(OpSizes const& s) {
 // True when the fused kernel runs the op: it applies (fp16/bf16, the caller's T; an sm_90a build on a compute
 // capability 9.0 device; 64-channel blocks within one conv group and one offset group; 32-bit indices within an
 // image; room in the workspace for the reordered weight after the channels-last copy) and, unless
-// TORCHTRT_EXT_DCN_FUSED says otherwise, its blocks (one per multiprocessor at a time) fill at least 80% of the waves
-// they take. A block costs the same whether its wave is full or not, and at fewer blocks the column path, whose
-// kernels cut the work finer, was faster on the H200: 1x64x40x40 (13 blocks) 34.0 against 23.0 us, 8x256x80x80 (400
-// blocks, 3.03 waves of 132) 303.5 against 289.8; at 8x256x64x64 (1.94 waves) 164.5 against 180.5, at 4x128x100x76
-// (1.80) 83.6 against 88.2 (bench/README.md).
+// TORCHTRT_EXT_DCN_FUSED says otherwise, its blocks (one per multiprocessor at a time) fill at least 70% of the waves
+// they take. A block costs the same whether its wave is full or not, and with the GPU mostly idle the column path,
+// whose kernels cut the work finer, is faster. H200, plugin path p50 us, fused against columns in one session:
+// 8x256x64x64 (256 blocks, 97% of 2 waves of 132) 140.9 against 180.6; 4x128x100x76 (238, 90%) 70.9 against 88.6;
+// 8x256x80x80 (400, 76% of 4 waves) 262.0 against 292.5; 1x64x40x40 (13 blocks, 10%) 28.1 against 23.1
+// (bench/README.md).
 inline bool fusedFits(OpSizes const& s, Device const& dev, int64_t workspace_bytes) {
 #ifdef TORCHTRT_EXT_SM90A
     constexpr int64_t kNarrow = 0x7fffffff;
@@ -391,7 +414,7 @@ inline bool fusedFits(OpSizes const& s, Device const& dev, int64_t workspace_byt
                          s.nhwcBytes() + fusedWeightBytes(s) <= workspace_bytes;
     if (!applies || mode == FusedMode::kWherever) return applies;
     int64_t const blocks = fusedBlocks(s), waves = (blocks + dev.sms - 1) / dev.sms;
-    return blocks * 5 >= waves * dev.sms * 4;
+    return blocks * 10 >= waves * dev.sms * 7;
 #else
     (void)s, (void)dev, (void)workspace_bytes;
     return false;
