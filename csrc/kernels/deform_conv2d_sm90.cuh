@@ -164,6 +164,11 @@ __device__ uint4 const kFusedZeros{0, 0, 0, 0};
 // arithmetic (HFMA2: 4 instructions a corner, where FP32 sums take 8 conversions and 8 FMAs).
 template <typename T>
 __device__ __forceinline__ uint4 interpolatePacked(uint4 const (&corner)[4], float const (&w)[4]) {
+#if !defined(__CUDA_ARCH__) || !defined(__CUDA_ARCH_FEAT_SM90_ALL)  // bf16 HFMA2 needs sm_80+; the kernel runs on 90a
+    (void)corner, (void)w;
+    __trap();
+    return uint4{};
+#else
     using T2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
     T2 sum[4];
 #pragma unroll
@@ -182,6 +187,7 @@ __device__ __forceinline__ uint4 interpolatePacked(uint4 const (&corner)[4], flo
     uint4 packed;
     __builtin_memcpy(&packed, &sum, sizeof(packed));
     return packed;
+#endif
 }
 
 // Block (x, y, z) = (pixel tile, output-channel tile, conv group); see the top of this file.
