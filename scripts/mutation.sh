@@ -44,7 +44,8 @@ preset() {  # name -> "source glob|test paths"
                    echo "torchtrt_ext/ops/deform_conv2d.py|$t::test_eager_matches_loop_reference $t::test_torchvision_is_used_where_it_imports $t::test_the_torchvision_branch_passes_every_argument $t::test_border_rules_point_by_point $t::test_low_precision $t::test_meta_tensors_get_the_eager_output_shape $t::test_a_symbolic_dim_is_traced_without_guards $t::test_bad_concrete_dims_are_refused_beside_symbolic_ones $t::test_gradient_flows_to_every_input $t::test_bad_attributes $t::test_bad_shapes $t::test_a_mask_without_bias_exports_a_zero_bias_not_a_hole $t::test_non_tensor_inputs_are_named $t::test_module_checks_attributes_at_construction $t::test_export_emits_one_node[legacy] $t::test_decomposition_with_dynamic_spatial_size[legacy] tests/ops/test_deform_conv2d_graphs.py tests/plugins/test_python_plugin_deform_conv2d.py tests/ops/test_call_overhead.py::test_deform_conv2d_errors_unchanged_after_a_cached_call" ;;
         fusion)    echo "torchtrt_ext/passes/fuse_l2norm.py|tests/passes/test_fuse_l2norm_graphs.py" ;;
         decompose) echo "torchtrt_ext/passes/decompose.py|tests/passes/test_decompose.py" ;;
-        cache)     echo "torchtrt_ext/cache.py|tests/test_cache.py tests/test_cache_readonly.py tests/test_runtime_host_code.py" ;;
+        cache)     # the key of a model over protobuf's 2 GiB limit (graph and weights hashed apart) in test_external_data.py
+                   echo "torchtrt_ext/cache.py|tests/test_cache.py tests/test_cache_readonly.py tests/test_runtime_host_code.py tests/test_external_data.py::test_the_cache_key_depends_on_the_external_weights" ;;
         engine)    echo "torchtrt_ext/backend/engine.py|tests/backend/test_engine.py" ;;  # the file format, stand-in plans
         validate)  # all but the two dynamo exports (12 s a mutant); the legacy export of an L2Norm model stays
                    t=tests/test_validate.py
@@ -115,6 +116,10 @@ export TORCHTRT_EXT_TRT_INCLUDE
     echo "pytest_add_cli_args ="
     echo "    -q"
     echo "    -p no:cacheprovider"
+    # no output capture: mutmut runs pytest several times in one process, and torch's log handlers keep the stream
+    # they were made with (pytest's capture file of the first run, closed after it), which the exporter's output
+    # capture flushes: every export of a later run would fail with "I/O operation on closed file"
+    echo "    -s"
 } > "$work/setup.cfg"
 
 cd "$work"
