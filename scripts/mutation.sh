@@ -55,8 +55,10 @@ preset() {  # name -> "source glob|test paths"
                    t=tests/ops/test_efficient_nms.py
                    echo "torchtrt_ext/ops/efficient_nms.py|$t::test_eager_matches_reference $t::test_many_candidates_span_several_blocks_and_k_cuts_them $t::test_background_class_and_images_without_detections $t::test_boundary_cases_sit_on_their_boundary $t::test_eager_on_boundary_cases_matches_reference $t::test_decomposition_on_boundary_cases_matches_reference $t::test_decomposition_matches_reference $t::test_empty_inputs_give_fixed_size_zeros $t::test_half_inputs_give_the_reference_on_their_values $t::test_asking_for_gradients_raises $t::test_bad_inputs_raise_before_any_work $t::test_bad_attributes_raise $t::test_mixed_dtypes_raise $t::test_export_emits_one_efficientnms_trt_node[legacy] $t::test_decomposition_keeps_half_outputs_half tests/passes/test_decompose.py" ;;
         cli)       # the command in-process (main() is what the console script returns); the subprocess tests reach no
-                   # mutant's trampoline in this process, so mutmut does not pick them
-                   echo "torchtrt_ext/cli/*.py|tests/cli/test_main.py tests/cli/test_cli.py tests/cli/test_cli_safety.py tests/cli/test_bench.py tests/cli/test_targets.py" ;;
+                   # mutant's trampoline in this process, so mutmut does not pick them: test_cli_in_process.py runs
+                   # test_cli.py's subprocess loop in-process. Hours on 2 cores (1800 mutants, most reach main())
+                   t=tests/cli
+                   echo "torchtrt_ext/cli/*.py|$t/test_main.py $t/test_cli.py $t/test_cli_safety.py $t/test_bench.py $t/test_targets.py $t/test_cli_in_process.py $t/test_cli_build_flags.py $t/test_cli_integer_inputs.py" ;;
         profiles)  echo "torchtrt_ext/backend/profiles.py|tests/backend/test_profiles.py" ;;
         precision) echo "torchtrt_ext/passes/precision.py|tests/passes/test_precision_graphs.py tests/passes/test_precision_guards.py::test_tiny_constants_stay_nonzero_in_fp16" ;;  # hand-built graphs: no exporter
         *) return 1 ;;

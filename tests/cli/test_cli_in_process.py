@@ -1,0 +1,113 @@
+"""The torchtrt-ext loop in-process (main() is what the console script exits with): export -> inspect -> build on
+TensorRT-RTX, decomposed -> inspect the engine -> validate and bench on onnxruntime, each step's exit code, JSON
+document and text. test_cli.py runs the same loop through subprocesses, which the mutation run
+(scripts/mutation.sh cli) does not see."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from torchtrt_ext import cli
+from torchtrt_ext.backend.engine import Engine
+from torchtrt_ext.errors import ExitCode
+
+MODEL = "tests.cli.models:make_head"
+SHAPES = ["--min-shapes", "x:1x3x16x16", "--opt-shapes", "x:2x3x16x16", "--max-shapes", "x:4x3x16x16"]
+
+
+def _json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:
+    code = cli.main([*args, "--json"])
+    out = capsys.readouterr().out
+    return code, json.loads(out)
+
+
+@pytest.fixture(scope="module")
+def head_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("onnxruntime")
+    path = tmp_path_factory.mktemp("cli") / "head.onnx"
+    assert cli.main(["export", MODEL, "--input-shape", "x:2x3x16x16", "-o", str(path), "-q"]) == ExitCode.OK
+    return path
+
+
+@pytest.fixture(scope="module")
+def head_engine(rtx: str, head_onnx: Path) -> Path:
+    path = head_onnx.with_suffix(".engine")
+    assert cli.main(["build", str(head_onnx), "-o", str(path), "--backend", rtx, "--plugins", "decompose", "-q",
+                     *SHAPES]) == ExitCode.OK
+    return path
+
+
+def test_export_says_what_it_wrote(head_onnx: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "again.onnx"
+    code, data = _json(capsys, "export", MODEL, "--input-shape", "x:2x3x16x16", "-o", str(path), "-q")
+    assert code == ExitCode.OK and path.is_file()
+    assert (data["output"], data["inputs"], data["outputs"], data["custom_nodes"]) == (
+        str(path), ["x"], ["output"], ["L2Norm"])
+    assert data["exporter"] in ("dynamo", "legacy") and data["nodes"] == 2
+    assert cli.main(["export", MODEL, "--input-shape", "x:2x3x16x16", "-o", str(path), "-q", "--no-fuse"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith(f"wrote {path}: ") and "inputs ['x'], outputs ['output']" in text
+
+
+def test_inspect_an_onnx_file(rtx: str, head_onnx: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, found = _json(capsys, "inspect", str(head_onnx), "--backend", rtx)
+    assert (found["kind"], found["backend"], found["nodes"]) == ("onnx", rtx, 2)
+    assert found["native_ops"] == {"Conv": 1}
+    assert code == (ExitCode.OK if found["ok"] else ExitCode.FAILED)
+    assert cli.main(["inspect", str(head_onnx), "--backend", rtx]) == code
+    assert "L2Norm" in capsys.readouterr().out  # the report's table names the custom node
+
+
+def test_build_says_what_it_wrote(rtx: str, head_onnx: Path, tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "head.engine"
+    code, data = _json(capsys, "build", str(head_onnx), "-o", str(path), "--backend", rtx, "--plugins", "decompose",
+                       "--precision", "fp16", *SHAPES)
+    engine = Engine.load(path)
+    assert code == ExitCode.OK and data["output"] == str(path) and data["bytes"] == len(engine.plan)
+    assert data["custom_nodes"] == ["L2Norm"] and data["options"]["precision"] == "fp16"
+    assert engine.metadata.options.precision == "fp16" and engine.metadata.plugin_mode == "decompose"
+    assert engine.metadata.profiles[0]["x"].max == (4, 3, 16, 16)
+    assert "building head.onnx" not in capsys.readouterr().err  # --json: no progress line
+    assert cli.main(["build", str(head_onnx), "-o", str(path), "--backend", rtx, "--plugins", "decompose"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith(f"wrote {path}: ") and "precision fp32, plugins decompose, 1 profile(s)" in \
+        captured.out
+    assert f"[torchtrt-ext] building head.onnx with {rtx} (fp32, plugins decompose) ..." in captured.err
+
+
+def test_inspect_an_engine_file(head_engine: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, meta = _json(capsys, "inspect", str(head_engine))
+    assert code == ExitCode.OK and meta["kind"] == "engine" and meta["plugin_plan"]["mode"] == "decompose"
+    assert meta["profiles"][0]["x"]["max"] == [4, 3, 16, 16]
+    assert cli.main(["inspect", str(head_engine)]) == ExitCode.OK
+    text = capsys.readouterr().out
+    assert text.startswith("engine for tensorrt_rtx ") and "precision fp32, plugins decompose" in text
+    assert "profile 0: x: " in text and "input" in text and "output" in text
+
+
+def test_validate_passes_and_names_what_it_compared(head_onnx: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, report = _json(capsys, "validate", MODEL, str(head_onnx), "--input-shape", "x:3x3x16x16", "--trials", "2")
+    assert code == ExitCode.OK and report["passed"] and report["trials"] == 2
+    assert (report["reference"], report["candidate"]) == (MODEL, str(head_onnx))
+    assert report["outputs"][0]["ref_shape"] == [3, 8, 16, 16]
+    code, report = _json(capsys, "validate", "tests.cli.models:make_other", str(head_onnx), "--input-shape",
+                         "x:3x3x16x16")
+    assert code == ExitCode.FAILED and not report["passed"]
+
+
+def test_bench_times_every_target(head_onnx: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, report = _json(capsys, "bench", MODEL, str(head_onnx), "--input-shape", "x:2x3x16x16", "--warmup", "1",
+                         "--iters", "2", "--device", "cpu", "-q")
+    assert code == ExitCode.OK and report["mode"] == "cpu" and (report["warmup"], report["iters"]) == (1, 2)
+    assert [row["name"] for row in report["rows"]] == [MODEL, f"{head_onnx} (onnxruntime)"]
+    assert report["batch_size"] == 2
+    # an ONNX file alone: the shapes it declares
+    from torchtrt_ext.validate import OnnxRuntimeModule
+
+    ((name, shape, _),) = OnnxRuntimeModule(str(head_onnx)).input_specs()
+    code, report = _json(capsys, "bench", str(head_onnx), "--warmup", "1", "--iters", "2", "--device", "cpu", "-q")
+    assert code == ExitCode.OK and name == "x" and report["batch_size"] == shape[0]
+    assert [row["name"] for row in report["rows"]] == [f"{head_onnx} (onnxruntime)"]
