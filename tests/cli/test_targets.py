@@ -66,3 +66,41 @@ def test_an_engine_for_another_tensorrt_exits_3(command: str, rtx: str, tmp_path
     here = load_backend(rtx)
     assert f"the engine was built with tensorrt_rtx 0.9.0, this machine has {here.name} {here.version}" in err
     assert "Remedy: rebuild the engine on the target machine" in err
+
+
+def _engine_with_a_user_library(path: Path, library: Path) -> Path:
+    """An engine whose custom node is served by the user's plugin library ``library`` (recorded by name and SHA-256),
+    with a stand-in plan: the library check happens before TensorRT reads it."""
+    from torchtrt_ext.backend.plugin_plan import PluginPlan, UserOpPlan
+    from torchtrt_ext.backend.user_libraries import user_libraries
+
+    recorded = user_libraries([library])
+    meta = EngineMetadata(inputs=(TensorInfo("x", "float32", (1, 3, 8, 8)),),
+                          outputs=(TensorInfo("y", "float32", (1, 8, 8, 8)),), profiles=(),
+                          options=BuildOptions(backend="tensorrt_rtx", plugin_libraries=recorded),
+                          target=Target("tensorrt_rtx", "1.7.1"),
+                          plugin_plan=PluginPlan("none", user_ops=(UserOpPlan("MyOp", "1", "mycorp", library.name),)))
+    return Engine(b"stand-in plan", meta).save(path)
+
+
+def test_an_engine_needing_a_plugin_library_not_given_is_refused_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """An engine built with the user's plugin library: without --plugin-library naming that file (same SHA-256),
+    validate refuses it before anything else, naming the library; with it, the command goes on to the next check
+    (no GPU: a stand-in for torch's answer, so that the next check is the same on every machine)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    library = tmp_path / "libmycorp.so"
+    library.write_bytes(b"the user's plugin library")
+    path = _engine_with_a_user_library(tmp_path / "model.engine", library)
+    other = tmp_path / "elsewhere" / "libmycorp.so"
+    other.parent.mkdir()
+    other.write_bytes(b"another build of it")
+    for given in ([], ["--plugin-library", str(other)]):
+        assert cli.main([*_argv("validate", path), *given]) == ExitCode.MISSING
+        line = capsys.readouterr().err
+        assert "built with the plugin library libmycorp.so" in line and "--plugin-library" in line
+    code = cli.main([*_argv("validate", path), "--plugin-library", str(library)])
+    line = capsys.readouterr().err
+    assert "plugin library" not in line and code == ExitCode.MISSING and "needs a CUDA GPU" in line  # no GPU here
