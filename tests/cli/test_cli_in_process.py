@@ -64,18 +64,23 @@ def test_build_says_what_it_wrote(rtx: str, head_onnx: Path, tmp_path: Path,
                                   capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "head.engine"
     code, data = _json(capsys, "build", str(head_onnx), "-o", str(path), "--backend", rtx, "--plugins", "decompose",
-                       "--precision", "fp16", *SHAPES)
+                       "--precision", "fp16", "--workspace", "64", *SHAPES)
     engine = Engine.load(path)
     assert code == ExitCode.OK and data["output"] == str(path) and data["bytes"] == len(engine.plan)
     assert data["custom_nodes"] == ["L2Norm"] and data["options"]["precision"] == "fp16"
+    assert isinstance(data["seconds"], float) and 0 <= data["seconds"] < 600  # how long the build took
     assert engine.metadata.options.precision == "fp16" and engine.metadata.plugin_mode == "decompose"
+    assert engine.metadata.options.workspace == 64 << 20  # --workspace is in MiB
     assert engine.metadata.profiles[0]["x"].max == (4, 3, 16, 16)
-    assert "building head.onnx" not in capsys.readouterr().err  # --json: no progress line
+    assert "[torchtrt-ext]" not in capsys.readouterr().err  # --json: no progress line
     assert cli.main(["build", str(head_onnx), "-o", str(path), "--backend", rtx, "--plugins", "decompose"]) == 0
     captured = capsys.readouterr()
-    assert captured.out.startswith(f"wrote {path}: ") and "precision fp32, plugins decompose, 1 profile(s)" in \
-        captured.out
+    size = len(Engine.load(path).plan) / 1e6
+    assert captured.out.startswith(f"wrote {path}: {size:.2f} MB, tensorrt_rtx ")
+    assert "precision fp32, plugins decompose, 1 profile(s)" in captured.out
     assert f"[torchtrt-ext] building head.onnx with {rtx} (fp32, plugins decompose) ..." in captured.err
+    assert cli.main(["build", str(head_onnx), "-o", str(path), "--backend", rtx, "--plugins", "decompose", "-q"]) == 0
+    assert "[torchtrt-ext]" not in capsys.readouterr().err  # -q: none either
 
 
 def test_inspect_an_engine_file(head_engine: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -96,6 +101,9 @@ def test_validate_passes_and_names_what_it_compared(head_onnx: Path, capsys: pyt
     code, report = _json(capsys, "validate", "tests.cli.models:make_other", str(head_onnx), "--input-shape",
                          "x:3x3x16x16")
     assert code == ExitCode.FAILED and not report["passed"]
+    code, report = _json(capsys, "validate", "tests.cli.models:make_other", str(head_onnx), "--input-shape",
+                         "x:3x3x16x16", "--atol", "100", "--rtol", "0.5", "--precision", "fp16")
+    assert code == ExitCode.OK and (report["atol"], report["rtol"], report["precision"]) == (100, 0.5, "fp16")
 
 
 def test_bench_times_every_target(head_onnx: Path, capsys: pytest.CaptureFixture[str]) -> None:

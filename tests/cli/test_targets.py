@@ -104,3 +104,22 @@ def test_an_engine_needing_a_plugin_library_not_given_is_refused_first(tmp_path:
     code = cli.main([*_argv("validate", path), "--plugin-library", str(library)])
     line = capsys.readouterr().err
     assert "plugin library" not in line and code == ExitCode.MISSING and "needs a CUDA GPU" in line  # no GPU here
+
+
+def test_inspect_checks_a_named_plugin_library_against_the_engine(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """inspect shows an engine needing the user's plugin library without it; given --plugin-library, it checks that
+    file as loading the engine would (same SHA-256), so a script learns before deploying that the file is another."""
+    library = tmp_path / "libmycorp.so"
+    library.write_bytes(b"the user's plugin library")
+    path = _engine_with_a_user_library(tmp_path / "model.engine", library)
+    assert cli.main(["inspect", str(path)]) == ExitCode.OK
+    out = capsys.readouterr().out
+    assert "plugin mycorp::MyOp:1: your library libmycorp.so" in out and "--plugin-library PATH" in out
+    assert cli.main(["inspect", str(path), "--plugin-library", str(library)]) == ExitCode.OK
+    other = tmp_path / "elsewhere" / "libmycorp.so"
+    other.parent.mkdir()
+    other.write_bytes(b"another build of it")
+    capsys.readouterr()
+    assert cli.main(["inspect", str(path), "--plugin-library", str(other)]) == ExitCode.MISSING
+    assert "a different file was given" in capsys.readouterr().err
