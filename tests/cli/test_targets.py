@@ -123,3 +123,26 @@ def test_inspect_checks_a_named_plugin_library_against_the_engine(tmp_path: Path
     capsys.readouterr()
     assert cli.main(["inspect", str(path), "--plugin-library", str(other)]) == ExitCode.MISSING
     assert "a different file was given" in capsys.readouterr().err
+
+
+def test_the_device_of_each_device_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--device: auto is cuda where torch sees a GPU (always for an engine), else cpu; cuda and cuda:N need a GPU
+    (exit 3); anything else is bad input (exit 2). torch's answer is a stand-in, so both machines are checked here."""
+    import torch
+
+    from torchtrt_ext.cli._targets import device_for
+    from torchtrt_ext.errors import NoGPUError
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert device_for("auto", ["model", "onnx"]) == device_for("cpu", ["model"]) == torch.device("cpu")
+    for choice in ("cuda", "cuda:1"):
+        with pytest.raises(NoGPUError, match=f"--device {choice} but torch sees no CUDA GPU"):
+            device_for(choice, ["model"])
+    with pytest.raises(NoGPUError, match="running an engine needs a CUDA GPU"):
+        device_for("cpu", ["model", "engine"])
+    for bad in ("gpu", "CUDA", "cuda:", "cuda:x", "cuda:1:2"):
+        with pytest.raises(cli.CliError, match=f"--device {bad!r} is not a device"):
+            device_for(bad, ["model"])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert device_for("auto", ["model"]) == device_for("auto", ["onnx", "engine"]) == torch.device("cuda")
+    assert device_for("cuda:1", ["model"]) == torch.device("cuda:1") and device_for("cpu", ["onnx"]).type == "cpu"
