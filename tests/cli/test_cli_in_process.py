@@ -119,3 +119,20 @@ def test_bench_times_every_target(head_onnx: Path, capsys: pytest.CaptureFixture
     code, report = _json(capsys, "bench", str(head_onnx), "--warmup", "1", "--iters", "2", "--device", "cpu", "-q")
     assert code == ExitCode.OK and name == "x" and report["batch_size"] == shape[0]
     assert [row["name"] for row in report["rows"]] == [f"{head_onnx} (onnxruntime)"]
+
+
+def test_inspect_exits_1_when_the_build_would_fail(rtx: str, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A node nothing serves (another domain's op, no plugin library for it): the report says the build would fail,
+    and so does the exit code, for scripts."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Frobnicate", ["x"], ["y"], domain="mycorp")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    path = tmp_path / "foreign.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("mycorp", 1)]),
+              path)
+    code, found = _json(capsys, "inspect", str(path), "--backend", rtx)
+    assert code == ExitCode.FAILED and found["kind"] == "onnx" and not found["ok"]
