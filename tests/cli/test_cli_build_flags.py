@@ -120,3 +120,26 @@ def test_workspace_takes_integers_from_1(text: str, value: int | None) -> None:
             positive_int(text)
     else:
         assert positive_int(text) == value
+
+
+def test_the_workspace_cap_is_the_gpus_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--workspace (MiB) up to the memory of the GPU torch uses, else up to 1 TiB; torch's answers are stand-ins, so
+    both machines are checked here."""
+    import types
+
+    import torch
+
+    from torchtrt_ext.cli import build
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert build._workspace_bytes(build.MAX_WORKSPACE_MIB) == build.MAX_WORKSPACE_MIB << 20
+    with pytest.raises(cli.CliError, match=f"more than {build.MAX_WORKSPACE_MIB} MiB"):
+        build._workspace_bytes(build.MAX_WORKSPACE_MIB + 1)
+    gpus = {1: types.SimpleNamespace(total_memory=80 << 30)}  # the second GPU is the current one
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: gpus[index])
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index: {1: "NVIDIA H200"}[index])
+    assert build._workspace_bytes(80 << 10) == 80 << 30
+    with pytest.raises(cli.CliError, match="more than the 81920 MiB of NVIDIA H200"):
+        build._workspace_bytes((80 << 10) + 1)

@@ -63,8 +63,12 @@ def test_inspect_an_onnx_file(rtx: str, head_onnx: Path, capsys: pytest.CaptureF
 def test_build_says_what_it_wrote(rtx: str, head_onnx: Path, tmp_path: Path,
                                   capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "head.engine"
-    code, data = _json(capsys, "build", str(head_onnx), "-o", str(path), "--backend", rtx, "--plugins", "decompose",
-                       "--precision", "fp16", "--workspace", "64", *SHAPES)
+    code = cli.main(["build", str(head_onnx), "-o", str(path), "--backend", rtx, "--plugins", "decompose",
+                     "--precision", "fp16", "--workspace", "64", *SHAPES, "--json"])
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert "[torchtrt-ext] building" not in captured.err  # --json: not the command's line; the build's progress
+    assert "[torchtrt_ext] Building engine done" in captured.err  # (not -q) still, on stderr
     engine = Engine.load(path)
     assert code == ExitCode.OK and data["output"] == str(path) and data["bytes"] == len(engine.plan)
     assert data["custom_nodes"] == ["L2Norm"] and data["options"]["precision"] == "fp16"
@@ -72,15 +76,16 @@ def test_build_says_what_it_wrote(rtx: str, head_onnx: Path, tmp_path: Path,
     assert engine.metadata.options.precision == "fp16" and engine.metadata.plugin_mode == "decompose"
     assert engine.metadata.options.workspace == 64 << 20  # --workspace is in MiB
     assert engine.metadata.profiles[0]["x"].max == (4, 3, 16, 16)
-    assert "[torchtrt-ext]" not in capsys.readouterr().err  # --json: no progress line
     assert cli.main(["build", str(head_onnx), "-o", str(path), "--backend", rtx, "--plugins", "decompose"]) == 0
     captured = capsys.readouterr()
     size = len(Engine.load(path).plan) / 1e6
     assert captured.out.startswith(f"wrote {path}: {size:.2f} MB, tensorrt_rtx ")
     assert "precision fp32, plugins decompose, 1 profile(s)" in captured.out
     assert f"[torchtrt-ext] building head.onnx with {rtx} (fp32, plugins decompose) ..." in captured.err
+    assert "[torchtrt_ext] Building engine done" in captured.err  # the build's own progress
     assert cli.main(["build", str(head_onnx), "-o", str(path), "--backend", rtx, "--plugins", "decompose", "-q"]) == 0
-    assert "[torchtrt-ext]" not in capsys.readouterr().err  # -q: none either
+    err = capsys.readouterr().err
+    assert "[torchtrt-ext]" not in err and "Building engine" not in err  # -q: no progress at all
 
 
 def test_inspect_an_engine_file(head_engine: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -88,9 +93,15 @@ def test_inspect_an_engine_file(head_engine: Path, capsys: pytest.CaptureFixture
     assert code == ExitCode.OK and meta["kind"] == "engine" and meta["plugin_plan"]["mode"] == "decompose"
     assert meta["profiles"][0]["x"]["max"] == [4, 3, 16, 16]
     assert cli.main(["inspect", str(head_engine)]) == ExitCode.OK
-    text = capsys.readouterr().out
-    assert text.startswith("engine for tensorrt_rtx ") and "precision fp32, plugins decompose" in text
-    assert "profile 0: x: " in text and "input" in text and "output" in text
+    import torchtrt_ext
+
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("engine for tensorrt_rtx ")
+    assert lines[1:3] == ["precision fp32, plugins decompose", f"built by torchtrt_ext {torchtrt_ext.__version__}"]
+    rows = [line.split() for line in lines]
+    assert ["io", "name", "dtype", "shape", "(-1:", "dynamic)"] in rows
+    assert ["input", "x", "float32", "-1x3x16x16"] in rows and ["output", "output", "float32", "-1x8x16x16"] in rows
+    assert any(line.startswith("profile 0: x: ") for line in lines)
 
 
 def test_validate_passes_and_names_what_it_compared(head_onnx: Path, capsys: pytest.CaptureFixture[str]) -> None:
