@@ -147,3 +147,30 @@ def test_inspect_exits_1_when_the_build_would_fail(rtx: str, tmp_path: Path,
               path)
     code, found = _json(capsys, "inspect", str(path), "--backend", rtx)
     assert code == ExitCode.FAILED and found["kind"] == "onnx" and not found["ok"]
+
+
+MATMUL = "tests.cli.models:make_matmul"
+
+
+def test_named_input_shapes_go_to_the_forward_parameters_of_their_names(head_onnx: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """--input-shape names in another order than forward's parameters: each random tensor still goes to the parameter
+    of its name (x @ w with swapped inputs would not multiply)."""
+    code, report = _json(capsys, "validate", MATMUL, MATMUL, "--input-shape", "w:3x5", "--input-shape", "x:2x3")
+    assert code == ExitCode.OK and report["outputs"][0]["ref_shape"] == [2, 5]
+    code, report = _json(capsys, "bench", MATMUL, "--input-shape", "w:3x5,x:2x3", "--warmup", "1", "--iters", "2",
+                         "--device", "cpu", "-q")
+    assert code == ExitCode.OK and report["batch_size"] == 2 and not any(row["error"] for row in report["rows"])
+    # an ONNX file alone given --input-shape: its own input order (no model spec to take parameter names from)
+    code, report = _json(capsys, "bench", str(head_onnx), "--input-shape", "x:2x3x16x16", "--warmup", "1", "--iters",
+                         "2", "--device", "cpu", "-q")
+    assert code == ExitCode.OK and report["batch_size"] == 2
+
+
+def test_dtype_sets_the_inputs_and_the_models_weights(capsys: pytest.CaptureFixture[str]) -> None:
+    """--dtype float16: random inputs of that type and the model specs moved to it (else the matmul mixes types)."""
+    code, report = _json(capsys, "validate", MATMUL, MATMUL, "--input-shape", "x:2x3,w:3x5", "--dtype", "float16")
+    assert code == ExitCode.OK and report["precision"] == "fp16"
+    code, report = _json(capsys, "bench", MATMUL, "--input-shape", "x:2x3,w:3x5", "--dtype", "float16", "--warmup",
+                         "1", "--iters", "2", "--device", "cpu", "-q")
+    assert code == ExitCode.OK and not any(row["error"] for row in report["rows"])
