@@ -146,3 +146,14 @@ def test_the_device_of_each_device_choice(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert device_for("auto", ["model"]) == device_for("auto", ["onnx", "engine"]) == torch.device("cuda")
     assert device_for("cuda:1", ["model"]) == torch.device("cuda:1") and device_for("cpu", ["onnx"]).type == "cpu"
+
+
+@pytest.mark.parametrize("suffix", [".engine", ".plan", ".trt"])
+def test_a_missing_engine_path_with_a_colon_is_a_missing_file_not_a_model_spec(suffix: str, tmp_path: Path,
+                                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """A model spec is module:factory, but an engine path may hold a colon too (a folder named run:3): a missing
+    engine file is reported as a missing file, not imported as a module."""
+    missing = tmp_path / "run:3" / f"model{suffix}"
+    assert cli.main(["validate", MODEL, str(missing)]) == ExitCode.USAGE
+    line = capsys.readouterr().err
+    assert f"{missing} does not exist. Remedy: check the path" in line and "cannot import" not in line
