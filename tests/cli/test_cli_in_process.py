@@ -174,3 +174,13 @@ def test_dtype_sets_the_inputs_and_the_models_weights(capsys: pytest.CaptureFixt
     code, report = _json(capsys, "bench", MATMUL, "--input-shape", "x:2x3,w:3x5", "--dtype", "float16", "--warmup",
                          "1", "--iters", "2", "--device", "cpu", "-q")
     assert code == ExitCode.OK and not any(row["error"] for row in report["rows"])
+
+
+def test_torch_compile_adds_a_row_per_model_spec(head_onnx: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, report = _json(capsys, "bench", MATMUL, "--input-shape", "x:2x3,w:3x5", "--torch-compile", "--warmup", "1",
+                         "--iters", "2", "--device", "cpu", "-q")
+    assert code == ExitCode.OK and [row["name"] for row in report["rows"]] == [MATMUL, f"{MATMUL} (torch.compile)"]
+    assert not any(row["error"] for row in report["rows"])
+    code, report = _json(capsys, "bench", str(head_onnx), "--torch-compile", "--warmup", "1", "--iters", "2",
+                         "--device", "cpu", "-q")  # an ONNX file gets no torch.compile row
+    assert code == ExitCode.OK and [row["name"] for row in report["rows"]] == [f"{head_onnx} (onnxruntime)"]

@@ -136,10 +136,12 @@ def test_the_device_of_each_device_choice(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert device_for("auto", ["model", "onnx"]) == device_for("cpu", ["model"]) == torch.device("cpu")
     for choice in ("cuda", "cuda:1"):
-        with pytest.raises(NoGPUError, match=f"--device {choice} but torch sees no CUDA GPU"):
+        with pytest.raises(NoGPUError, match=f"--device {choice} but torch sees no CUDA GPU") as raised:
             device_for(choice, ["model"])
-    with pytest.raises(NoGPUError, match="running an engine needs a CUDA GPU"):
+        assert cli.error_line(raised.value).endswith("Remedy: use --device cpu")
+    with pytest.raises(NoGPUError, match="running an engine needs a CUDA GPU") as raised:
         device_for("cpu", ["model", "engine"])
+    assert "Remedy: run it on the target GPU, or compare with the ONNX export" in cli.error_line(raised.value)
     for bad in ("gpu", "CUDA", "cuda:", "cuda:x", "cuda:1:2"):
         with pytest.raises(cli.CliError, match=f"--device {bad!r} is not a device"):
             device_for(bad, ["model"])
