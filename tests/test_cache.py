@@ -582,3 +582,121 @@ def test_a_planted_lock_symlink_is_not_followed(rtx: str, conv_onnx: onnx.ModelP
     lock.symlink_to(victim)  # opening it to lock would create ours/precious
     engine = cached_build_engine(conv_onnx, backend=rtx, progress=False, cache=folder)
     assert len(builds) == 2 and len(engine.plan) > 0 and not victim.exists()
+
+
+def test_a_planted_sibling_symlink_is_not_read(rtx: str, conv_onnx: onnx.ModelProto, isolated_cache: Path,
+                                               builds: list[dict[str, object]],
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    """On a miss the cache reports the engines of this model for other machines; a sibling that is a symlink (planted:
+    its target could be any file) is not read through, while the same file placed there is reported."""
+    cached_build_engine(conv_onnx, backend=rtx, progress=False)
+    path = _cached_file(isolated_cache, ".engine")
+    engine = Engine.load(path)
+    elsewhere = isolated_cache.parent / "elsewhere.engine"
+    engine.with_metadata(target=dataclasses.replace(engine.metadata.target, gpu_name="NVIDIA H200",
+                                                    compute_capability="9.0")).save(elsewhere)
+    sibling = isolated_cache / f"{path.name.split('-')[0]}-0000000000000000.engine"
+    sibling.symlink_to(elsewhere)
+    path.unlink()
+    with caplog.at_level(logging.INFO, logger="torchtrt_ext"):
+        cached_build_engine(conv_onnx, backend=rtx, progress=False)
+    assert len(builds) == 2 and "an engine of this model exists" not in caplog.text
+    sibling.unlink()
+    os.replace(elsewhere, sibling)  # the same engine, a file of the folder: reported
+    path.unlink()
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="torchtrt_ext"):
+        cached_build_engine(conv_onnx, backend=rtx, progress=False)
+    assert len(builds) == 3 and "an engine of this model exists for tensorrt_rtx" in caplog.text
+    assert "NVIDIA H200" in caplog.text
+
+
+def _in_a_thread(call: Any, seconds: float) -> bool:
+    """Run ``call`` in a daemon thread; whether it returned within ``seconds`` (a blocked open never returns)."""
+    import threading
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return not thread.is_alive()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_a_planted_fifo_does_not_block_the_build(rtx: str, conv_onnx: onnx.ModelProto, isolated_cache: Path,
+                                                 builds: list[dict[str, object]],
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """A named pipe under the engine's name, or beside it, with no writer: opening it to read would wait forever for
+    one. The cache says it cannot be read, builds, and replaces the pipe by the engine file."""
+    cached_build_engine(conv_onnx, backend=rtx, progress=False)
+    path = _cached_file(isolated_cache, ".engine")
+    path.unlink()
+    os.mkfifo(path)
+    with caplog.at_level(logging.INFO, logger="torchtrt_ext"):
+        assert _in_a_thread(lambda: cached_build_engine(conv_onnx, backend=rtx, progress=False), 60), \
+            "the build blocked opening the pipe"
+    assert len(builds) == 2 and "cannot be read" in caplog.text and "not a regular file" in caplog.text
+    assert path.is_file() and Engine.load(path).metadata.model_key
+    sibling = isolated_cache / f"{path.name.split('-')[0]}-0000000000000000.engine"
+    os.mkfifo(sibling)  # beside it: read when the engine is missing, to report engines for other machines
+    path.unlink()
+    assert _in_a_thread(lambda: cached_build_engine(conv_onnx, backend=rtx, progress=False), 60), \
+        "the build blocked opening the pipe beside the engine"
+    assert len(builds) == 3 and path.is_file()
+
+
+def test_a_symlink_planted_while_the_engine_is_written_is_replaced(rtx: str, conv_onnx: onnx.ModelProto,
+                                                                   tmp_path: Path, builds: list[dict[str, object]],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The symlink check before a write leaves a window: a link planted after it (here, while the engine is
+    serialized for the write) is replaced by the engine file, never written through to the file it names."""
+    folder = tmp_path / "shared"
+    cached_build_engine(conv_onnx, backend=rtx, progress=False, cache=folder)
+    path = _cached_file(folder, ".engine")
+    path.unlink()
+    victim = tmp_path / "ours" / "precious"
+    victim.parent.mkdir()
+    serialize = Engine.to_bytes
+
+    def planting(engine: Engine) -> bytes:
+        if not path.is_symlink():
+            path.symlink_to(victim)  # dangling: a write through it would create ours/precious
+        return serialize(engine)
+
+    monkeypatch.setattr(Engine, "to_bytes", planting)
+    engine = cached_build_engine(conv_onnx, backend=rtx, progress=False, cache=folder)
+    monkeypatch.undo()
+    assert len(builds) == 2 and not victim.exists()
+    assert not path.is_symlink() and Engine.load(path).plan == engine.plan
+
+
+class _Planned(Exception):
+    """Raised by the stand-in of plan_build: the options were recorded, nothing is built."""
+
+
+def test_cached_build_engine_takes_build_engines_keywords_and_makes_its_options(
+        conv_onnx: onnx.ModelProto, tmp_path: Path, isolated_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``cached_build_engine`` is ``build_engine`` plus ``cache``: the same keywords with the same defaults, which make
+    the same ``BuildOptions`` (what the key hashes and the build is made of), defaults and every option given."""
+    import inspect
+
+    built = inspect.signature(builder_module.build_engine).parameters
+    cached = inspect.signature(cached_build_engine).parameters
+    passed_through = {"timing_cache", "progress"}  # build options outside the key (**build_options)
+    assert set(cached) - {"cache", "build_options"} == set(built) - passed_through
+    assert {n: p.default for n, p in cached.items() if n in built} == {n: built[n].default for n in cached if n in built}
+    asked: list[BuildOptions] = []
+
+    def stand_in(source: object, options: BuildOptions) -> None:
+        asked.append(options)
+        raise _Planned
+
+    monkeypatch.setattr(builder_module, "plan_build", stand_in)
+    library = tmp_path / "libmine.so"
+    library.write_bytes(b"a plugin library of the user's")
+    given = {**OTHER_OPTIONS, "backend": "tensorrt_rtx", "plugin_libraries": [library]}
+    for call in (builder_module.build_engine, cached_build_engine):
+        for kwargs in ({}, given):
+            with pytest.raises(_Planned):
+                call(conv_onnx, **kwargs)  # type: ignore[operator]
+    assert asked[:2] == asked[2:] and asked[0] == BuildOptions.of() and asked[1] == BuildOptions.of(**given)
+    assert [lib.path for lib in asked[3].plugin_libraries] == [library]

@@ -76,3 +76,24 @@ def test_read_only_empty_cache_builds_with_one_warning(rtx: str, conv_onnx: onnx
     warnings = [line for line in done.stderr.splitlines() if line.startswith("WARNING")]
     assert len(warnings) == 1 and "cannot be written" in warnings[0] and "building without caching" in warnings[0]
     assert list(folder.iterdir()) == []
+
+
+def test_a_corrupted_engine_in_a_read_only_cache_is_rebuilt(rtx: str, conv_onnx: onnx.ModelProto,
+                                                            tmp_path: Path) -> None:
+    """A corrupted file is deleted and rebuilt; where it cannot be deleted (a read-only cache) the build still runs,
+    uncached, instead of failing on the delete."""
+    model_path, folder = tmp_path / "conv.onnx", tmp_path / "cache"
+    onnx.save(conv_onnx, str(model_path))
+    first = cached_build_engine(conv_onnx, backend=rtx, progress=False, cache=folder)
+    (engine_path,) = folder.glob("*.engine")
+    data = bytearray(engine_path.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte in the plan
+    engine_path.write_bytes(bytes(data))
+    for path in folder.iterdir():
+        path.chmod(0o444)
+    done = _run_without_write_access(_script(model_path, folder, forbid_build=False), folder)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["plan", str(len(first.plan))]
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("WARNING")]
+    assert "is corrupted" in warnings[0] and "cannot be written" in warnings[1], done.stderr
+    assert engine_path.read_bytes() == bytes(data)  # left as it was: nothing could be deleted or written

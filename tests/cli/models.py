@@ -105,3 +105,14 @@ class FailsAtRunTime(torch.nn.Module):
 
 def make_failing() -> torch.nn.Module:
     return FailsAtRunTime()
+
+
+class MatMul(torch.nn.Module):
+    """Two inputs whose order matters: ``x @ w`` (swapped, the shapes do not multiply)."""
+
+    def forward(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return x @ w
+
+
+def make_matmul() -> torch.nn.Module:
+    return MatMul()

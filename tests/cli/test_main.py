@@ -67,3 +67,28 @@ def test_main_in_process_leaves_the_package_logger_as_it_found_it(tmp_path: obje
     assert cli.main(["inspect", "does-not-exist.onnx"]) == ExitCode.USAGE
     assert "does-not-exist.onnx" in capsys.readouterr().err
     assert (logger.handlers[:], logger.level, logger.propagate) == before
+
+
+@pytest.mark.parametrize(("error", "line"), [
+    (ValueError("odd value"), "ValueError: odd value. Remedy: rerun with --verbose for the details"),  # a bug: named
+    (FileNotFoundError("gone.onnx"), "gone.onnx. Remedy: rerun with --verbose for the details"),  # bad input
+    (FileNotFoundError(), "FileNotFoundError. Remedy: rerun with --verbose for the details"),  # no message: its class
+    (errors.BuildError("the build failed"), "the build failed. Remedy: rerun with --verbose for the details"),
+    (errors.BuildError("the build failed.", remedy="fix the model."), "the build failed. Remedy: fix the model."),
+    (errors.BuildError("the build\n    failed", expected="a graph", remedy="fix it"),
+     "the build failed. Expected: a graph. Remedy: fix it"),
+], ids=["internal", "missing file", "no message", "no remedy", "no expected", "several lines"])
+def test_the_one_line_of_an_error(error: Exception, line: str) -> None:
+    """An error without a remedy (one from outside the family, or of ours raised without one) gets "rerun with
+    --verbose"; a bug names its class; the line is one line, its sentence ending in one full stop."""
+    assert cli.error_line(error) == line
+
+
+def test_a_usage_error_names_the_subcommands_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["build", "model.onnx"]) == ExitCode.USAGE
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("torchtrt-ext build: error: ") and "-o/--output" in line
+    assert line.endswith(". Remedy: see 'torchtrt-ext build --help'")
+    assert cli.main(["inspect", "model.onnx", "--no-such-flag"]) == ExitCode.USAGE
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "--no-such-flag" in line and line.endswith(". Remedy: see 'torchtrt-ext --help'")

@@ -66,3 +66,117 @@ def test_an_engine_for_another_tensorrt_exits_3(command: str, rtx: str, tmp_path
     here = load_backend(rtx)
     assert f"the engine was built with tensorrt_rtx 0.9.0, this machine has {here.name} {here.version}" in err
     assert "Remedy: rebuild the engine on the target machine" in err
+
+
+def _engine_with_a_user_library(path: Path, library: Path) -> Path:
+    """An engine whose custom node is served by the user's plugin library ``library`` (recorded by name and SHA-256),
+    with a stand-in plan: the library check happens before TensorRT reads it."""
+    from torchtrt_ext.backend.plugin_plan import PluginPlan, UserOpPlan
+    from torchtrt_ext.backend.user_libraries import user_libraries
+
+    recorded = user_libraries([library])
+    meta = EngineMetadata(inputs=(TensorInfo("x", "float32", (1, 3, 8, 8)),),
+                          outputs=(TensorInfo("y", "float32", (1, 8, 8, 8)),), profiles=(),
+                          options=BuildOptions(backend="tensorrt_rtx", plugin_libraries=recorded),
+                          target=Target("tensorrt_rtx", "1.7.1"),
+                          plugin_plan=PluginPlan("none", user_ops=(UserOpPlan("MyOp", "1", "mycorp", library.name),)))
+    return Engine(b"stand-in plan", meta).save(path)
+
+
+def test_an_engine_needing_a_plugin_library_not_given_is_refused_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """An engine built with the user's plugin library: without --plugin-library naming that file (same SHA-256),
+    validate refuses it before anything else, naming the library; with it, the command goes on to the next check
+    (no GPU: a stand-in for torch's answer, so that the next check is the same on every machine)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    library = tmp_path / "libmycorp.so"
+    library.write_bytes(b"the user's plugin library")
+    path = _engine_with_a_user_library(tmp_path / "model.engine", library)
+    other = tmp_path / "elsewhere" / "libmycorp.so"
+    other.parent.mkdir()
+    other.write_bytes(b"another build of it")
+    for given in ([], ["--plugin-library", str(other)]):
+        assert cli.main([*_argv("validate", path), *given]) == ExitCode.MISSING
+        line = capsys.readouterr().err
+        assert "built with the plugin library libmycorp.so" in line and "--plugin-library" in line
+    code = cli.main([*_argv("validate", path), "--plugin-library", str(library)])
+    line = capsys.readouterr().err
+    assert "plugin library" not in line and code == ExitCode.MISSING and "needs a CUDA GPU" in line  # no GPU here
+
+
+def test_inspect_checks_a_named_plugin_library_against_the_engine(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """inspect shows an engine needing the user's plugin library without it; given --plugin-library, it checks that
+    file as loading the engine would (same SHA-256), so a script learns before deploying that the file is another."""
+    library = tmp_path / "libmycorp.so"
+    library.write_bytes(b"the user's plugin library")
+    path = _engine_with_a_user_library(tmp_path / "model.engine", library)
+    assert cli.main(["inspect", str(path)]) == ExitCode.OK
+    out = capsys.readouterr().out
+    assert "plugin mycorp::MyOp:1: your library libmycorp.so" in out and "--plugin-library PATH" in out
+    assert cli.main(["inspect", str(path), "--plugin-library", str(library)]) == ExitCode.OK
+    other = tmp_path / "elsewhere" / "libmycorp.so"
+    other.parent.mkdir()
+    other.write_bytes(b"another build of it")
+    capsys.readouterr()
+    assert cli.main(["inspect", str(path), "--plugin-library", str(other)]) == ExitCode.MISSING
+    assert "a different file was given" in capsys.readouterr().err
+
+
+def test_the_device_of_each_device_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--device: auto is cuda where torch sees a GPU (always for an engine), else cpu; cuda and cuda:N need a GPU
+    (exit 3); anything else is bad input (exit 2). torch's answer is a stand-in, so both machines are checked here."""
+    import torch
+
+    from torchtrt_ext.cli._targets import device_for
+    from torchtrt_ext.errors import NoGPUError
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert device_for("auto", ["model", "onnx"]) == device_for("cpu", ["model"]) == torch.device("cpu")
+    for choice in ("cuda", "cuda:1"):
+        with pytest.raises(NoGPUError, match=f"--device {choice} but torch sees no CUDA GPU") as raised:
+            device_for(choice, ["model"])
+        assert cli.error_line(raised.value).endswith("Remedy: use --device cpu")
+    with pytest.raises(NoGPUError, match="running an engine needs a CUDA GPU") as raised:
+        device_for("cpu", ["model", "engine"])
+    assert "Remedy: run it on the target GPU, or compare with the ONNX export" in cli.error_line(raised.value)
+    for bad in ("gpu", "CUDA", "cuda:", "cuda:x", "cuda:1:2"):
+        with pytest.raises(cli.CliError, match=f"--device {bad!r} is not a device"):
+            device_for(bad, ["model"])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert device_for("auto", ["model"]) == device_for("auto", ["onnx", "engine"]) == torch.device("cuda")
+    assert device_for("cuda:1", ["model"]) == torch.device("cuda:1") and device_for("cpu", ["onnx"]).type == "cpu"
+
+
+@pytest.mark.parametrize("suffix", [".engine", ".plan", ".trt"])
+def test_a_missing_engine_path_with_a_colon_is_a_missing_file_not_a_model_spec(suffix: str, tmp_path: Path,
+                                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """A model spec is module:factory, but an engine path may hold a colon too (a folder named run:3): a missing
+    engine file is reported as a missing file, not imported as a module."""
+    missing = tmp_path / "run:3" / f"model{suffix}"
+    assert cli.main(["validate", MODEL, str(missing)]) == ExitCode.USAGE
+    line = capsys.readouterr().err
+    assert f"{missing} does not exist. Remedy: check the path" in line and "cannot import" not in line
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_allow_engine_host_code_lets_an_engine_carrying_host_code_past_the_refusal(
+        command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """An engine carrying host code (an embedded plugin library) is refused (exit 2) unless
+    --allow-engine-host-code is given; with it, the command goes on to the next check (no GPU: torch's answer a
+    stand-in, so that the next check is the same on every machine)."""
+    import dataclasses
+
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    path = _engine(tmp_path / "model.engine", Target("tensorrt_rtx", "1.7.1"))
+    engine = Engine.load(path)
+    Engine(engine.plan, dataclasses.replace(engine.metadata, plugins_embedded=True)).save(path)
+    assert cli.main(_argv(command, path)) == ExitCode.USAGE
+    assert "--allow-engine-host-code" in capsys.readouterr().err
+    assert cli.main([*_argv(command, path), "--allow-engine-host-code"]) == ExitCode.MISSING
+    line = capsys.readouterr().err
+    assert "needs a CUDA GPU" in line and "host code" not in line

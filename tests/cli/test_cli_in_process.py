@@ -1,0 +1,187 @@
+"""The torchtrt-ext loop in-process (main() is what the console script exits with): export -> inspect -> build on
+TensorRT-RTX, decomposed -> inspect the engine -> validate and bench on onnxruntime, each step's exit code, JSON
+document and text. test_cli.py runs the same loop through subprocesses, which the mutation run
+(scripts/mutation.sh cli) does not see."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from torchtrt_ext import cli
+from torchtrt_ext.backend.engine import Engine
+from torchtrt_ext.errors import ExitCode
+
+MODEL = "tests.cli.models:make_head"
+SHAPES = ["--min-shapes", "x:1x3x16x16", "--opt-shapes", "x:2x3x16x16", "--max-shapes", "x:4x3x16x16"]
+
+
+def _json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:
+    code = cli.main([*args, "--json"])
+    out = capsys.readouterr().out
+    return code, json.loads(out)
+
+
+@pytest.fixture(scope="module")
+def head_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("onnxruntime")
+    path = tmp_path_factory.mktemp("cli") / "head.onnx"
+    assert cli.main(["export", MODEL, "--input-shape", "x:2x3x16x16", "-o", str(path), "-q"]) == ExitCode.OK
+    return path
+
+
+@pytest.fixture(scope="module")
+def head_engine(rtx: str, head_onnx: Path) -> Path:
+    path = head_onnx.with_suffix(".engine")
+    assert cli.main(["build", str(head_onnx), "-o", str(path), "--backend", rtx, "--plugins", "decompose", "-q",
+                     *SHAPES]) == ExitCode.OK
+    return path
+
+
+def test_export_says_what_it_wrote(head_onnx: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "again.onnx"
+    code, data = _json(capsys, "export", MODEL, "--input-shape", "x:2x3x16x16", "-o", str(path), "-q")
+    assert code == ExitCode.OK and path.is_file()
+    assert (data["output"], data["inputs"], data["outputs"], data["custom_nodes"]) == (
+        str(path), ["x"], ["output"], ["L2Norm"])
+    assert data["exporter"] in ("dynamo", "legacy") and data["nodes"] == 2
+    assert cli.main(["export", MODEL, "--input-shape", "x:2x3x16x16", "-o", str(path), "-q", "--no-fuse"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith(f"wrote {path}: ") and "inputs ['x'], outputs ['output']" in text
+
+
+def test_inspect_an_onnx_file(rtx: str, head_onnx: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, found = _json(capsys, "inspect", str(head_onnx), "--backend", rtx)
+    assert (found["kind"], found["backend"], found["nodes"]) == ("onnx", rtx, 2)
+    assert found["native_ops"] == {"Conv": 1}
+    assert code == (ExitCode.OK if found["ok"] else ExitCode.FAILED)
+    assert cli.main(["inspect", str(head_onnx), "--backend", rtx]) == code
+    assert "L2Norm" in capsys.readouterr().out  # the report's table names the custom node
+
+
+def test_build_says_what_it_wrote(rtx: str, head_onnx: Path, tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "head.engine"
+    code = cli.main(["build", str(head_onnx), "-o", str(path), "--backend", rtx, "--plugins", "decompose",
+                     "--precision", "fp16", "--workspace", "64", *SHAPES, "--json"])
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert "[torchtrt-ext] building" not in captured.err  # --json: not the command's line; the build's progress
+    assert "[torchtrt_ext] Building engine done" in captured.err  # (not -q) still, on stderr
+    engine = Engine.load(path)
+    assert code == ExitCode.OK and data["output"] == str(path) and data["bytes"] == len(engine.plan)
+    assert data["custom_nodes"] == ["L2Norm"] and data["options"]["precision"] == "fp16"
+    assert isinstance(data["seconds"], float) and 0 <= data["seconds"] < 600  # how long the build took
+    assert engine.metadata.options.precision == "fp16" and engine.metadata.plugin_mode == "decompose"
+    assert engine.metadata.options.workspace == 64 << 20  # --workspace is in MiB
+    assert engine.metadata.profiles[0]["x"].max == (4, 3, 16, 16)
+    assert cli.main(["build", str(head_onnx), "-o", str(path), "--backend", rtx, "--plugins", "decompose"]) == 0
+    captured = capsys.readouterr()
+    size = len(Engine.load(path).plan) / 1e6
+    assert captured.out.startswith(f"wrote {path}: {size:.2f} MB, tensorrt_rtx ")
+    assert "precision fp32, plugins decompose, 1 profile(s)" in captured.out
+    assert f"[torchtrt-ext] building head.onnx with {rtx} (fp32, plugins decompose) ..." in captured.err
+    assert "[torchtrt_ext] Building engine done" in captured.err  # the build's own progress
+    assert cli.main(["build", str(head_onnx), "-o", str(path), "--backend", rtx, "--plugins", "decompose", "-q"]) == 0
+    err = capsys.readouterr().err
+    assert "[torchtrt-ext]" not in err and "Building engine" not in err  # -q: no progress at all
+
+
+def test_inspect_an_engine_file(head_engine: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, meta = _json(capsys, "inspect", str(head_engine))
+    assert code == ExitCode.OK and meta["kind"] == "engine" and meta["plugin_plan"]["mode"] == "decompose"
+    assert meta["profiles"][0]["x"]["max"] == [4, 3, 16, 16]
+    assert cli.main(["inspect", str(head_engine)]) == ExitCode.OK
+    import torchtrt_ext
+
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("engine for tensorrt_rtx ")
+    assert lines[1:3] == ["precision fp32, plugins decompose", f"built by torchtrt_ext {torchtrt_ext.__version__}"]
+    rows = [line.split() for line in lines]
+    assert ["io", "name", "dtype", "shape", "(-1:", "dynamic)"] in rows
+    assert ["input", "x", "float32", "-1x3x16x16"] in rows and ["output", "output", "float32", "-1x8x16x16"] in rows
+    assert any(line.startswith("profile 0: x: ") for line in lines)
+
+
+def test_validate_passes_and_names_what_it_compared(head_onnx: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, report = _json(capsys, "validate", MODEL, str(head_onnx), "--input-shape", "x:3x3x16x16", "--trials", "2")
+    assert code == ExitCode.OK and report["passed"] and report["trials"] == 2
+    assert (report["reference"], report["candidate"]) == (MODEL, str(head_onnx))
+    assert report["outputs"][0]["ref_shape"] == [3, 8, 16, 16]
+    code, report = _json(capsys, "validate", "tests.cli.models:make_other", str(head_onnx), "--input-shape",
+                         "x:3x3x16x16")
+    assert code == ExitCode.FAILED and not report["passed"]
+    code, report = _json(capsys, "validate", "tests.cli.models:make_other", str(head_onnx), "--input-shape",
+                         "x:3x3x16x16", "--atol", "100", "--rtol", "0.5", "--precision", "fp16")
+    assert code == ExitCode.OK and (report["atol"], report["rtol"], report["precision"]) == (100, 0.5, "fp16")
+
+
+def test_bench_times_every_target(head_onnx: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, report = _json(capsys, "bench", MODEL, str(head_onnx), "--input-shape", "x:2x3x16x16", "--warmup", "1",
+                         "--iters", "2", "--device", "cpu", "-q")
+    assert code == ExitCode.OK and report["mode"] == "cpu" and (report["warmup"], report["iters"]) == (1, 2)
+    assert [row["name"] for row in report["rows"]] == [MODEL, f"{head_onnx} (onnxruntime)"]
+    assert report["batch_size"] == 2
+    # an ONNX file alone: the shapes it declares
+    from torchtrt_ext.validate import OnnxRuntimeModule
+
+    ((name, shape, _),) = OnnxRuntimeModule(str(head_onnx)).input_specs()
+    code, report = _json(capsys, "bench", str(head_onnx), "--warmup", "1", "--iters", "2", "--device", "cpu", "-q")
+    assert code == ExitCode.OK and name == "x" and report["batch_size"] == shape[0]
+    assert [row["name"] for row in report["rows"]] == [f"{head_onnx} (onnxruntime)"]
+
+
+def test_inspect_exits_1_when_the_build_would_fail(rtx: str, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A node nothing serves (another domain's op, no plugin library for it): the report says the build would fail,
+    and so does the exit code, for scripts."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Frobnicate", ["x"], ["y"], domain="mycorp")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    path = tmp_path / "foreign.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("mycorp", 1)]),
+              path)
+    code, found = _json(capsys, "inspect", str(path), "--backend", rtx)
+    assert code == ExitCode.FAILED and found["kind"] == "onnx" and not found["ok"]
+
+
+MATMUL = "tests.cli.models:make_matmul"
+
+
+def test_named_input_shapes_go_to_the_forward_parameters_of_their_names(head_onnx: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """--input-shape names in another order than forward's parameters: each random tensor still goes to the parameter
+    of its name (x @ w with swapped inputs would not multiply)."""
+    code, report = _json(capsys, "validate", MATMUL, MATMUL, "--input-shape", "w:3x5", "--input-shape", "x:2x3")
+    assert code == ExitCode.OK and report["outputs"][0]["ref_shape"] == [2, 5]
+    code, report = _json(capsys, "bench", MATMUL, "--input-shape", "w:3x5,x:2x3", "--warmup", "1", "--iters", "2",
+                         "--device", "cpu", "-q")
+    assert code == ExitCode.OK and report["batch_size"] == 2 and not any(row["error"] for row in report["rows"])
+    # an ONNX file alone given --input-shape: its own input order (no model spec to take parameter names from)
+    code, report = _json(capsys, "bench", str(head_onnx), "--input-shape", "x:2x3x16x16", "--warmup", "1", "--iters",
+                         "2", "--device", "cpu", "-q")
+    assert code == ExitCode.OK and report["batch_size"] == 2
+
+
+def test_dtype_sets_the_inputs_and_the_models_weights(capsys: pytest.CaptureFixture[str]) -> None:
+    """--dtype float16: random inputs of that type and the model specs' weights moved to it (a float32 conv refuses
+    float16 inputs)."""
+    code, report = _json(capsys, "validate", MODEL, MODEL, "--input-shape", "x:1x3x16x16", "--dtype", "float16")
+    assert code == ExitCode.OK and report["precision"] == "fp16"
+    code, report = _json(capsys, "bench", MODEL, "--input-shape", "x:1x3x16x16", "--dtype", "float16", "--warmup",
+                         "1", "--iters", "2", "--device", "cpu", "-q")
+    assert code == ExitCode.OK and not any(row["error"] for row in report["rows"])
+
+
+def test_torch_compile_adds_a_row_per_model_spec(head_onnx: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, report = _json(capsys, "bench", MATMUL, "--input-shape", "x:2x3,w:3x5", "--torch-compile", "--warmup", "1",
+                         "--iters", "2", "--device", "cpu", "-q")
+    assert code == ExitCode.OK and [row["name"] for row in report["rows"]] == [MATMUL, f"{MATMUL} (torch.compile)"]
+    assert not any(row["error"] for row in report["rows"])
+    code, report = _json(capsys, "bench", str(head_onnx), "--torch-compile", "--warmup", "1", "--iters", "2",
+                         "--device", "cpu", "-q")  # an ONNX file gets no torch.compile row
+    assert code == ExitCode.OK and [row["name"] for row in report["rows"]] == [f"{head_onnx} (onnxruntime)"]
