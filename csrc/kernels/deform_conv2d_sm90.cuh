@@ -9,14 +9,17 @@
 // which the block's threads sample straight into shared memory: the corners of every (tap, pixel) of a chunk of taps
 // are computed once into a table (cornersOf, the column-buffer sampler's rule), and each thread interpolates one
 // 8-channel vector at a few pixels: four 16-byte corner reads (the 8 lanes of a pixel read one 128-byte line) and one
-// 16-byte shared-memory store per pixel. The tensor cores run stage kb's wgmma asynchronously while the warps sample
-// stage kb + kFusedAhead: the sampling (CUDA cores, L1) and the products (tensor cores) overlap instead of meeting
-// through a 151 MB buffer in DRAM.
+// 16-byte shared-memory store per pixel. The tensor cores run block kb's wgmma asynchronously while the warps store
+// the samples of block kb + 1 and issue the corner reads of block kb + 2 (into registers, used after the next
+// barrier): the sampling (CUDA cores, L1) and the products (tensor cores) overlap instead of meeting through a 151 MB
+// buffer in DRAM, and the reads' latency overlaps the barrier and the wgmma issue instead of following them. With
+// 16-byte table entries (FusedCorner) and 32-bit offsets the kernel went from 112.6 to 102.5 us at 8x256x64x64 fp16
+// (bench/README.md, session 12).
 //
 // The bilinear sums are in the data type's packed arithmetic (HFMA2), where the column path sums in FP32: at
 // 8x256x64x64 the relative error against float64 went from 2.5e-4 to 3.3e-4 (fp16) and 2.0e-3 to 2.6e-3 (bf16), within
-// the tests' 2e-3 / 1e-2 and far below torchvision's 1.1e-2 (fp16); with the division-free block order and the zero
-// page for outside corners, made at the same time, the kernel went from 175.5 to 147.6 us there (bench/README.md).
+// the tests' 2e-3 / 1e-2 and far below torchvision's 1.1e-2 (fp16); with the division-free block order, made at the
+// same time, the kernel went from 175.5 to 147.6 us there (bench/README.md).
 //
 // Shared-memory tiles are K-major with 128-byte swizzle, wgmma's canonical layout: a [rows][64] tile has rows of 128
 // bytes, 16-byte chunk c of row r at r * 128 + ((c ^ (r % 8)) * 16) (swizzled()), 1024-byte aligned; descriptors
@@ -30,8 +33,19 @@ namespace deform_conv2d_detail {
 constexpr int kFusedBN = 128;       // pixels per block
 constexpr int kFusedBK = 64;        // reduction steps (channels of one tap) per stage
 constexpr int kFusedStages = 3;
-constexpr int kFusedAhead = 1;  // stages sampled ahead of the one multiplied; <= kFusedStages - 2 (see the main loop)
 constexpr int kFusedTableTaps = 9;  // taps per filling of the corner table
+
+// A corner-table entry, read with one 16-byte shared-memory load: the element offset of the top-left corner in the
+// channels-last image with the four corners' validity in its low 4 bits (offsets are multiples of the channel count, a
+// multiple of kFusedBK, so those bits are free), and the four corner weights (mask folded in) rounded to T as pairs
+// (w0, w1), (w2, w3), the form the packed sums take. Half of cornersOf's 32 bytes, and no conversions in the sampling.
+template <typename T>
+struct alignas(16) FusedCorner {
+    int32_t base_flags;
+    int32_t unused;
+    T w[4];
+};
+static_assert(sizeof(FusedCorner<__half>) == 16 && sizeof(FusedCorner<__nv_bfloat16>) == 16, "one 16-byte load");
 
 // Sizes of a block of WG warpgroups, each one m64 tile of output channels (64 * WG channels).
 template <int WG>
@@ -42,7 +56,7 @@ struct FusedTile {
     static constexpr int kABytes = kBM * kFusedBK * 2;
     static constexpr int kBBytes = kFusedBN * kFusedBK * 2;
     static constexpr int kStageBytes = kABytes + kBBytes;
-    static constexpr int kTableBytes = kFusedTableTaps * kFusedBN * static_cast<int>(sizeof(Corners<int32_t>));
+    static constexpr int kTableBytes = kFusedTableTaps * kFusedBN * 16;  // FusedCorner entries
     static constexpr int kSmemBytes = kFusedStages * kStageBytes + kTableBytes + 1024;  // + room to align to 1024
 };
 
@@ -78,11 +92,15 @@ struct FusedParams {
 // 128-byte swizzle: rows of 128 bytes, the chunk index XOR the row's place in its group of 8.
 __host__ __device__ constexpr int swizzled(int row, int chunk) { return row * 128 + ((chunk ^ (row & 7)) << 4); }
 
-// A shared-memory matrix descriptor of such a tile at p (1024-byte aligned): 128-byte swizzle (bits 62-63 = 1), the
-// 8-row groups 1024 bytes apart (stride byte offset), the leading byte offset unused by swizzled K-major layouts.
-__device__ __forceinline__ uint64_t smemDescriptor(void const* p) {
-    uint64_t const addr = static_cast<uint32_t>(__cvta_generic_to_shared(p));
-    return ((addr & 0x3ffff) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+// A shared-memory matrix descriptor of such a tile (1024-byte aligned): 128-byte swizzle (bits 62-63 = 1), the 8-row
+// groups 1024 bytes apart (stride byte offset), the leading byte offset unused by swizzled K-major layouts. Only the
+// low word depends on the address (bits 0-13: address / 16, below 256 KB): a tile `bytes` further is the low word plus
+// bytes / 16, so the kernel keeps low words and adds offsets in 32 bits.
+__device__ __forceinline__ uint32_t smemDescriptorLow(void const* p) {
+    return ((static_cast<uint32_t>(__cvta_generic_to_shared(p)) & 0x3ffff) >> 4) | (uint32_t{1} << 16);
+}
+__device__ __forceinline__ uint64_t smemDescriptor(uint32_t low) {
+    return low | (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
 }
 
 __device__ __forceinline__ void wgmmaFence() { TORCHTRT_EXT_SM90A_ONLY(asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory")); }
@@ -157,27 +175,28 @@ __global__ void prepareFusedWeightKernel(T const* __restrict__ weight, T* __rest
     }
 }
 
-// What a corner outside the image reads: 16 zero bytes.
-__device__ uint4 const kFusedZeros{0, 0, 0, 0};
-
-// The bilinear sum of 8 channels (one 16-byte pack per corner) with corner weights w, in the data type's packed
-// arithmetic (HFMA2: 4 instructions a corner, where FP32 sums take 8 conversions and 8 FMAs).
+// The bilinear sum of 8 channels (one 16-byte pack per corner) with the corner weights of a FusedCorner (w01, w23:
+// pairs of T), in the data type's packed arithmetic (HFMA2: 4 instructions a corner, where FP32 sums take 8
+// conversions and 8 FMAs).
 template <typename T>
-__device__ __forceinline__ uint4 interpolatePacked(uint4 const (&corner)[4], float const (&w)[4]) {
+__device__ __forceinline__ uint4 interpolatePacked(uint4 const (&corner)[4], uint32_t w01, uint32_t w23) {
 #if !defined(__CUDA_ARCH__) || !defined(__CUDA_ARCH_FEAT_SM90_ALL)  // bf16 HFMA2 needs sm_80+; the kernel runs on 90a
-    (void)corner, (void)w;
+    (void)corner, (void)w01, (void)w23;
     __trap();
     return uint4{};
 #else
     using T2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+    T2 pairs[2];
+    __builtin_memcpy(&pairs[0], &w01, sizeof(w01));
+    __builtin_memcpy(&pairs[1], &w23, sizeof(w23));
     T2 sum[4];
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-        T2 weight;
+        T2 weight;  // w[q] in both halves
         if constexpr (std::is_same_v<T, __half>) {
-            weight = __float2half2_rn(w[q]);
+            weight = q % 2 == 0 ? __low2half2(pairs[q / 2]) : __high2half2(pairs[q / 2]);
         } else {
-            weight = __float2bfloat162_rn(w[q]);
+            weight = q % 2 == 0 ? __low2bfloat162(pairs[q / 2]) : __high2bfloat162(pairs[q / 2]);
         }
         T2 values[4];
         __builtin_memcpy(&values, &corner[q], sizeof(values));
@@ -188,6 +207,19 @@ __device__ __forceinline__ uint4 interpolatePacked(uint4 const (&corner)[4], flo
     __builtin_memcpy(&packed, &sum, sizeof(packed));
     return packed;
 #endif
+}
+
+// cornersOf's corners as a table entry: the offset of the top-left corner, from any corner inside the image (0 where
+// none is; row = elements from a pixel to the one below it).
+template <typename T>
+__device__ __forceinline__ FusedCorner<T> packCorners(Corners<int32_t> const& c, int32_t channels, int32_t row) {
+    int32_t const base = c.at[0] >= 0   ? c.at[0]
+                         : c.at[1] >= 0 ? c.at[1] - channels
+                         : c.at[2] >= 0 ? c.at[2] - row
+                         : c.at[3] >= 0 ? c.at[3] - row - channels
+                                        : 0;
+    int32_t const flags = (c.at[0] >= 0) | (c.at[1] >= 0) << 1 | (c.at[2] >= 0) << 2 | (c.at[3] >= 0) << 3;
+    return FusedCorner<T>{base | flags, 0, {fromF32<T>(c.w[0]), fromF32<T>(c.w[1]), fromF32<T>(c.w[2]), fromF32<T>(c.w[3])}};
 }
 
 // Block (x, y, z) = (pixel tile, output-channel tile, conv group); see the top of this file.
@@ -211,14 +243,17 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
     // warp read).
     int const v = lane & 7;
     int const first_pixel = warp * Tile::kPixelsPerWarp + (lane >> 3);
-    T const* image[kPix];
+    int32_t const row = f.width * f.channels;  // elements from a pixel to the one below it
+    int32_t image_at[kPix];                    // the pixel's image in `input` (32-bit: fusedFits)
 #pragma unroll
     for (int jj = 0; jj < kPix; ++jj) {
         int const gp = tile0 + first_pixel + 4 * jj;
-        image[jj] = input + static_cast<int64_t>(gp < f.total ? gp / f.pixels : 0) * f.height * f.width * f.channels;
+        image_at[jj] = (gp < f.total ? gp / f.pixels : 0) * f.height * row;
     }
-    T const* weight_tiles = prep + (static_cast<int64_t>(group) * f.m_tiles + mt) * f.k_blocks * (Tile::kBM * kFusedBK);
-    auto* table = reinterpret_cast<Corners<int32_t>*>(smem + kFusedStages * Tile::kStageBytes);
+    // the next weight tile to copy (storeSamples() advances it: one tile per reduction block, in order)
+    unsigned char const* weight_next = reinterpret_cast<unsigned char const*>(
+        prep + (static_cast<int64_t>(group) * f.m_tiles + mt) * f.k_blocks * (Tile::kBM * kFusedBK));
+    auto* table = reinterpret_cast<FusedCorner<T>*>(smem + kFusedStages * Tile::kStageBytes);
     int table_of = -1;  // (tap chunk, offset group) the corner table holds
 
     // The corners of every pixel of the tile at the taps of `chunk`, for offset group og: [tap in chunk][pixel].
@@ -227,56 +262,55 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
         int const entries = min(kFusedTableTaps, f.taps - first) * kFusedBN;
         for (int e = tid; e < entries; e += Tile::kThreads) {
             int const k = first + e / kFusedBN, gp = tile0 + e % kFusedBN;
-            Corners<int32_t> c{{0.f, 0.f, 0.f, 0.f}, {-1, -1, -1, -1}};
+            FusedCorner<T> entry{0, 0, {}};  // past the images: no corner inside, zeros are read
             if (gp < f.total) {
                 int const im = gp / f.pixels, px = gp - im * f.pixels;
                 int const y = px / f.out_w;
                 int64_t const planes = static_cast<int64_t>(im) * f.offset_groups * f.taps * f.pixels;
-                c = cornersOf<T, int32_t>(offset + 2 * planes, mask != nullptr ? mask + planes : nullptr, sp, og, px,
-                                          y, px - y * f.out_w, k);
+                entry = packCorners<T>(cornersOf<T, int32_t>(offset + 2 * planes, mask != nullptr ? mask + planes : nullptr,
+                                                             sp, og, px, y, px - y * f.out_w, k),
+                                       f.channels, row);
             }
-            table[e] = c;
+            table[e] = entry;
         }
     };
 
-    // The reduction block the next sample() call fills, advanced one block per call (calls come in order of kb):
+    // The reduction block the next loadSamples() call reads, advanced one block per call (calls come in order of kb):
     // tap k_local of tap chunk `chunk` (chunk_taps taps), channel block cb, in offset group og.
     int k_local = 0, cb = 0, chunk = 0, chunk_taps = min(kFusedTableTaps, f.taps);
     int og = group * f.per_group / f.per_offset_group;
-    auto sample = [&](int kb) {  // stage kb: the weight tile by cp.async, the samples by the threads
-        unsigned char* stage = smem + (kb % kFusedStages) * Tile::kStageBytes;
-        auto const* weight_tile = reinterpret_cast<unsigned char const*>(weight_tiles + int64_t{kb} * Tile::kBM * kFusedBK);
-#pragma unroll
-        for (int i = 0; i < Tile::kABytes / 16 / Tile::kThreads; ++i) {
-            int const at = (i * Tile::kThreads + tid) * 16;
-            cpAsync16(stage + at, weight_tile + at, true);
-        }
-        if (chunk * f.offset_groups + og != table_of) {  // the same for every thread: the barrier is reached by all
+    int store_stage = 0;        // the stage the next storeSamples() call fills
+    uint4 corner[kPix][4];      // [pixel][corner] of the block loaded and not yet stored
+    uint32_t weights[kPix][2];  // its FusedCorner weights (w01, w23) per pixel
+
+    // The next reduction block: the corners of its samples into registers, every read issued before any is used, and
+    // used only by storeSamples() after the next barrier: the reads of block kb + 2 are in flight while the block
+    // waits at the barrier and issues the wgmma of block kb + 1.
+    auto loadSamples = [&]() {
+        if (chunk * f.offset_groups + og != table_of) {  // the same for every thread: the barriers are reached by all
             table_of = chunk * f.offset_groups + og;
-            fillTable(chunk, og);  // the table's last readers passed the barrier at the top of this iteration
+            __syncthreads();  // every thread has read its entries of the table's last block
+            fillTable(chunk, og);
             __syncthreads();
         }
         int const c0 = group * f.per_group + cb * kFusedBK + v * 8;
-        Corners<int32_t> const* taps_of = table + k_local * kFusedBN + first_pixel;
-        uint4 corner[kPix][4];  // [pixel][corner]: every read issued before any is used
+        auto const* taps_of = reinterpret_cast<uint4 const*>(table + k_local * kFusedBN + first_pixel);
+        int32_t const step[4] = {0, f.channels, row, row + f.channels};  // corner q from the top-left one
 #pragma unroll
         for (int jj = 0; jj < kPix; ++jj) {
-            Corners<int32_t> const& c = taps_of[4 * jj];
+            uint4 const entry = taps_of[4 * jj];  // FusedCorner: one 16-byte read
+            int32_t const flags = static_cast<int32_t>(entry.x) & 15;
+            int32_t const top_left = image_at[jj] + (static_cast<int32_t>(entry.x) - flags) + c0;
+            weights[jj][0] = entry.z;
+            weights[jj][1] = entry.w;
 #pragma unroll
             for (int q = 0; q < 4; ++q) {
-                // a corner outside the image reads zeros (kFusedZeros), not the image times weight 0 (inf * 0 = NaN),
-                // and without a branch around the load: all 16 reads are in flight at once
-                T const* at = c.at[q] >= 0 ? image[jj] + c.at[q] + c0 : reinterpret_cast<T const*>(&kFusedZeros);
-                corner[jj][q] = __ldg(reinterpret_cast<uint4 const*>(at));
+                // a corner outside the image is zeros, not the image times weight 0 (inf * 0 = NaN): a predicated
+                // load, no branch around it
+                corner[jj][q] = uint4{0, 0, 0, 0};
+                if ((flags >> q & 1) != 0) corner[jj][q] = __ldg(reinterpret_cast<uint4 const*>(input + (top_left + step[q])));
             }
         }
-#pragma unroll
-        for (int jj = 0; jj < kPix; ++jj) {
-            int const p = first_pixel + 4 * jj;
-            *reinterpret_cast<uint4*>(stage + Tile::kABytes + swizzled(p, v)) =
-                interpolatePacked<T>(corner[jj], taps_of[4 * jj].w);
-        }
-        cpAsyncCommit();
         if (++k_local == chunk_taps) {  // advance to the next reduction block (FusedParams::decode's order)
             k_local = 0;
             if (++cb == f.cblocks) {
@@ -287,44 +321,59 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
             og = (group * f.per_group + cb * kFusedBK) / f.per_offset_group;
         }
     };
+    // The block loadSamples() read last, into its stage: its weight tile by cp.async (one group: the wait at the top
+    // of the next iteration), its bilinear sums into the sample tile.
+    auto storeSamples = [&]() {
+        unsigned char* stage = smem + store_stage * Tile::kStageBytes;
+        store_stage = store_stage + 1 == kFusedStages ? 0 : store_stage + 1;
+#pragma unroll
+        for (int i = 0; i < Tile::kABytes / 16 / Tile::kThreads; ++i) {
+            int const at = (i * Tile::kThreads + tid) * 16;
+            cpAsync16(stage + at, weight_next + at, true);
+        }
+        cpAsyncCommit();
+        weight_next += Tile::kABytes;
+#pragma unroll
+        for (int jj = 0; jj < kPix; ++jj) {
+            int const p = first_pixel + 4 * jj;
+            *reinterpret_cast<uint4*>(stage + Tile::kABytes + swizzled(p, v)) =
+                interpolatePacked<T>(corner[jj], weights[jj][0], weights[jj][1]);
+        }
+    };
 
     float acc[64];  // the first wgmma overwrites it (a zero fill would be an instruction ptxas must order the
                         // asynchronous wgmma after, serializing them)
     int const k_blocks = f.k_blocks;
-#pragma unroll
-    for (int s = 0; s < kFusedAhead; ++s) {
-        if (s < k_blocks) {
-            sample(s);
-        } else {
-            cpAsyncCommit();
-        }
-    }
+    // The pipeline (3 stages): iteration kb multiplies block kb, stores block kb + 1 (its weight tile and the samples
+    // of the corners read by the iteration before) and loads the corners of block kb + 2 into registers. Block kb + 1
+    // goes into the stage of kb - 2, whose wgmma every warpgroup waited for (wait_group 1 at the end of iteration
+    // kb - 1) before the barrier of iteration kb; the wgmma of kb - 1 may still be reading its own stage.
+    static_assert(kFusedStages == 3, "the loop below keeps 3 stages: kb multiplied, kb + 1 stored, kb - 1 reading");
+    loadSamples();  // block 0 (k_blocks >= 1)
+    storeSamples();
+    if (k_blocks > 1) loadSamples();
     int const wg = warp >> 2;
-    // Stage kb is multiplied while stage kb + kFusedAhead is sampled into the buffer of stage kb + kFusedAhead -
-    // kFusedStages <= kb - 2, whose wgmma every warpgroup waited for (wait_group 1 at the end of iteration kb - 1)
-    // before the barrier of iteration kb; stage kb - 1's wgmma may still be reading its own buffer.
-    static_assert(kFusedAhead <= kFusedStages - 2, "the stage sampled must not be one a wgmma may still read");
+    // descriptor low words of stage 0: the warpgroup's 64 rows of the weight tile, the samples
+    uint32_t const a0 = smemDescriptorLow(smem + wg * 64 * 128), b0 = smemDescriptorLow(smem + Tile::kABytes);
+    int multiply_stage = 0;  // kb % kFusedStages
     for (int kb = 0; kb < k_blocks; ++kb) {
-        cpAsyncWait<kFusedAhead - 1>();  // this thread's weight copies of stage kb have landed
+        cpAsyncWait<0>();  // this thread's weight copies of block kb have landed
         TORCHTRT_EXT_SM90A_ONLY(asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"));  // visible to wgmma
         __syncthreads();
-        unsigned char const* stage = smem + (kb % kFusedStages) * Tile::kStageBytes;
-        uint64_t const a = smemDescriptor(stage + wg * 64 * 128);  // the warpgroup's 64 rows of the weight tile
-        uint64_t const b = smemDescriptor(stage + Tile::kABytes);
+        uint32_t const stage_at = static_cast<uint32_t>(multiply_stage * (Tile::kStageBytes >> 4));
+        multiply_stage = multiply_stage + 1 == kFusedStages ? 0 : multiply_stage + 1;
         pinRegisters(acc);
         wgmmaFence();
 #pragma unroll
         for (int s = 0; s < kFusedBK / 16; ++s) {  // k16 steps: 32 bytes further along the swizzled rows
-            wgmma64x128<T>(acc, a + s * (32 >> 4), b + s * (32 >> 4), kb > 0 || s > 0);
+            wgmma64x128<T>(acc, smemDescriptor(a0 + stage_at + s * (32 >> 4)),
+                           smemDescriptor(b0 + stage_at + s * (32 >> 4)), kb > 0 || s > 0);
         }
         wgmmaCommit();
-        if (kb + kFusedAhead < k_blocks) {
-            sample(kb + kFusedAhead);
-        } else {
-            cpAsyncCommit();
-        }
+        if (kb + 1 < k_blocks) storeSamples();
         wgmmaWait<1>();
         pinRegisters(acc);
+        if (kb + 2 < k_blocks) loadSamples();
     }
     wgmmaWait<0>();
     pinRegisters(acc);
@@ -388,24 +437,28 @@ inline FusedMode fusedMode() {
 // 128 output channels.
 inline int fusedWarpgroups(OpSizes const& s) { return s.out_channels / s.groups > 128 ? 4 : 2; }
 
+// Output-channel tiles (64 * warpgroups channels) per conv group.
+inline int64_t fusedMTiles(OpSizes const& s) {
+    int64_t const bm = 64 * fusedWarpgroups(s);
+    return (s.out_channels / s.groups + bm - 1) / bm;
+}
+
 inline int64_t fusedBlocks(OpSizes const& s) {
-    int64_t const bm = 64 * fusedWarpgroups(s), mg = s.out_channels / s.groups;
-    return (s.n * s.pixels() + kFusedBN - 1) / kFusedBN * ((mg + bm - 1) / bm) * s.groups;
+    return (s.n * s.pixels() + kFusedBN - 1) / kFusedBN * fusedMTiles(s) * s.groups;
 }
 
 inline int64_t fusedWeightBytes(OpSizes const& s) {
-    int64_t const bm = 64 * fusedWarpgroups(s), mg = s.out_channels / s.groups;
-    return alignUp(s.groups * ((mg + bm - 1) / bm) * bm * s.rows() * s.elem);
+    return alignUp(s.groups * fusedMTiles(s) * 64 * fusedWarpgroups(s) * s.rows() * s.elem);
 }
 
 // True when the fused kernel runs the op: it applies (fp16/bf16, the caller's T; an sm_90a build on a compute
-// capability 9.0 device; 64-channel blocks within one conv group and one offset group; 32-bit indices within an
-// image; room in the workspace for the reordered weight after the channels-last copy) and, unless
+// capability 9.0 device; 64-channel blocks within one conv group and one offset group; 32-bit indices over all
+// images; room in the workspace for the reordered weight after the channels-last copy) and, unless
 // TORCHTRT_EXT_DCN_FUSED says otherwise, its blocks (one per multiprocessor at a time) fill at least 70% of the waves
 // they take. A block costs the same whether its wave is full or not, and with the GPU mostly idle the column path,
-// whose kernels cut the work finer, is faster. H200, plugin path p50 us, fused against columns in one session:
-// 8x256x64x64 (256 blocks, 97% of 2 waves of 132) 140.9 against 180.6; 4x128x100x76 (238, 90%) 70.9 against 88.6;
-// 8x256x80x80 (400, 76% of 4 waves) 262.0 against 292.5; 1x64x40x40 (13 blocks, 10%) 28.1 against 23.1
+// whose kernels cut the work finer, is faster. H200, plugin path p50 us, fused (session 12) against columns:
+// 8x256x64x64 (256 blocks, 97% of 2 waves of 132) 129.8 against 180.6; 4x128x100x76 (238, 90%) 65.9 against 88.6;
+// 8x256x80x80 (400, 76% of 4 waves) 234.8 against 292.5; 1x64x40x40 (13 blocks, 10%) 27.3 against 22.5
 // (bench/README.md).
 inline bool fusedFits(OpSizes const& s, Device const& dev, int64_t workspace_bytes) {
 #ifdef TORCHTRT_EXT_SM90A
@@ -414,7 +467,7 @@ inline bool fusedFits(OpSizes const& s, Device const& dev, int64_t workspace_byt
     FusedMode const mode = fusedMode();
     bool const applies = mode != FusedMode::kOff && dev.major == 9 && dev.minor == 0 && s.elem == 2 &&
                          cg % kFusedBK == 0 && (s.channels / s.offset_groups) % kFusedBK == 0 &&
-                         s.height * s.width * s.channels <= kNarrow && s.n * s.pixels() <= kNarrow - kFusedBN &&
+                         s.n * s.height * s.width * s.channels <= kNarrow && s.n * s.pixels() <= kNarrow - kFusedBN &&
                          2 * s.offset_groups * s.taps() * s.pixels() <= kNarrow &&
                          (s.n * s.pixels() + kFusedBN - 1) / kFusedBN <= kMaxGridX && s.groups <= kMaxGridYZ &&
                          s.nhwcBytes() + fusedWeightBytes(s) <= workspace_bytes;
@@ -439,7 +492,7 @@ cudaError_t launchFusedAs(OpSizes const& s, TorchtrtExtDeformConv2dTensors const
                         static_cast<int32_t>(s.channels / s.offset_groups), static_cast<int32_t>(mg),
                         static_cast<int32_t>(s.out_channels), static_cast<int32_t>(cg / kFusedBK),
                         static_cast<int32_t>(s.taps() * (cg / kFusedBK)),
-                        static_cast<int32_t>((mg + Tile::kBM - 1) / Tile::kBM), static_cast<int32_t>(s.n * s.pixels())};
+                        static_cast<int32_t>(fusedMTiles(s)), static_cast<int32_t>(s.n * s.pixels())};
     int64_t const prep_total = s.groups * int64_t{f.m_tiles} * f.k_blocks * Tile::kBM * kFusedBK;
     prepareFusedWeightKernel<T><<<static_cast<unsigned>(std::min<int64_t>((prep_total + 255) / 256, int64_t{dev.sms} * 8)),
                                   256, 0, stream>>>(static_cast<T const*>(t.weight), prep, f, Tile::kBM, prep_total);
