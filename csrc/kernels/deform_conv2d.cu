@@ -407,12 +407,17 @@ __device__ __forceinline__ void interpolate(T const* __restrict__ src, Corners<I
 // channels, at every tap. The slice lies in one offset group, so the tile's bilinear corners are computed once per
 // (tap, pixel) into a shared-memory table and read by the slice_runs threads of the pixel, where a thread per
 // (pixel, run) computing its own corners spent most of its instructions on them: the sampler issues an instruction
-// on about 60% of cycles, so its instruction count is much of its time. Block (x, y, z) = (tile column * slices +
-// slice, tile row, image): the slices of one tile side by side (same offsets, same input pixels), and no 64-bit
-// division in the index math.
+// on about 60% of cycles, so its instruction count is much of its time. Where the tiles are too few to fill the GPU
+// (small images and batches), the taps are split over tap_groups blocks per tile too: a thread interpolates one tap
+// after the other, each a round trip to memory, so 9 taps in one block made a 1x64x40x40 sampling (50 blocks of 9
+// round trips) latency-bound. Block (x, y, z) = ((tile column * tap_groups + tap group) * slices + slice, tile row,
+// image): the slices of one tile side by side (same offsets, same input pixels), and no 64-bit division in the index
+// math.
 struct SampleTiles {
     int slice_shift;  // slice_runs = 1 << slice_shift <= kMaxSliceRuns
     int chunk_taps;   // taps per filling of the corner table
+    int tap_groups;   // blocks per tile and slice, each group_taps taps (the last one fewer)
+    int group_taps;
     unsigned slices;  // per image
     int64_t tiles_x, tiles_y;
 };
@@ -441,7 +446,9 @@ __global__ void __launch_bounds__(kThreads, kSampleBlocks)
     Idx const pixels = static_cast<Idx>(p.pixels), per_group = static_cast<Idx>(p.per_group);
     int const taps = static_cast<int>(p.taps);
     unsigned const slice = blockIdx.x % t.slices;
-    Idx const x0 = static_cast<Idx>(blockIdx.x / t.slices) * kTileW;
+    unsigned const tap_group = blockIdx.x / t.slices % static_cast<unsigned>(t.tap_groups);
+    Idx const x0 = static_cast<Idx>(blockIdx.x / t.slices / static_cast<unsigned>(t.tap_groups)) * kTileW;
+    int const first_tap = static_cast<int>(tap_group) * t.group_taps, end_tap = min(taps, first_tap + t.group_taps);
     Idx const c = static_cast<Idx>((slice << t.slice_shift) + (threadIdx.x & ((1u << t.slice_shift) - 1))) * VEC;
     Idx const gc = c / per_group;
     Idx const cg = c - gc * per_group;  // first channel of the run within its conv group
@@ -456,8 +463,8 @@ __global__ void __launch_bounds__(kThreads, kSampleBlocks)
             T* group_rows = columns + (img * pixels + oy * out_w + ox) * static_cast<Idx>(p.ld) +
                             gc * static_cast<Idx>(p.rows_pad);
             T* dst = group_rows + cg;
-            for (int k0 = 0; k0 < taps; k0 += t.chunk_taps) {
-                int const kc = min(t.chunk_taps, taps - k0);
+            for (int k0 = first_tap; k0 < end_tap; k0 += t.chunk_taps) {
+                int const kc = min(t.chunk_taps, end_tap - k0);
                 __syncthreads();  // the previous chunk's (or tile's) readers are done with the table
                 for (int e = threadIdx.x; e < kc * tile_pixels; e += kThreads) {
                     int const k = e / tile_pixels, q = e - k * tile_pixels;
@@ -475,7 +482,8 @@ __global__ void __launch_bounds__(kThreads, kSampleBlocks)
                     storePack<T, VEC>(dst + static_cast<Idx>(k0 + k) * per_group, tap);
                 }
             }
-            if (mine && cg + VEC == per_group) {  // the group's last run also writes the ones row and the zeros after it
+            // the group's last run (of the first tap group) also writes the ones row and the zeros after it
+            if (mine && cg + VEC == per_group && tap_group == 0) {
                 for (int64_t r = p.rows; r < p.rows_pad; ++r) group_rows[r] = fromF32<T>(r == p.rows);
             }
         }
@@ -537,7 +545,7 @@ __global__ void __launch_bounds__(kThreads, kSampleBlocks)
 }
 
 // The tiling of one pass's sampling (see SampleTiles), for runs of `vec` channels and table entries of entry_bytes.
-inline SampleTiles sampleTiles(SampleParams const& p, int vec, int entry_bytes) {
+inline SampleTiles sampleTiles(SampleParams const& p, int vec, int entry_bytes, int64_t images, int sms) {
     SampleTiles t{};
     int64_t const runs = p.per_offset_group / vec;  // runs of one offset group
     t.slice_shift = 0;
@@ -547,6 +555,11 @@ inline SampleTiles sampleTiles(SampleParams const& p, int vec, int entry_bytes) 
     t.slices = static_cast<unsigned>(p.channels / (vec << t.slice_shift));
     t.tiles_x = (p.out_w + kTileW - 1) / kTileW;
     t.tiles_y = (p.pixels / p.out_w + tile_pixels / kTileW - 1) / (tile_pixels / kTileW);
+    // tap groups until the blocks fill every multiprocessor's kSampleBlocks (or one tap each)
+    int64_t const blocks = t.tiles_x * t.slices * std::min(t.tiles_y, kMaxGridYZ) * std::min(images, kMaxGridYZ);
+    int64_t const wanted = std::min<int64_t>(p.taps, (int64_t{sms} * kSampleBlocks + blocks - 1) / blocks);
+    t.group_taps = static_cast<int>((p.taps + wanted - 1) / wanted);
+    t.tap_groups = static_cast<int>((p.taps + t.group_taps - 1) / t.group_taps);
     return t;
 }
 
@@ -560,11 +573,12 @@ inline bool narrowIndices(SampleParams const& p, int64_t images) {
 
 template <typename T, int VEC>
 cudaError_t launchSample(T const* input, T const* offset, T const* mask, T* columns, SampleParams const& p,
-                         int64_t images, WeightCopy<T, T> const& copy, cudaStream_t stream) {
+                         int64_t images, WeightCopy<T, T> const& copy, int sms, cudaStream_t stream) {
     bool const narrow = narrowIndices(p, images);
-    SampleTiles const t = sampleTiles(p, VEC, narrow ? sizeof(Corners<int32_t>) : sizeof(Corners<int64_t>));
-    if (t.tiles_x * t.slices > kMaxGridX) return cudaErrorInvalidValue;
-    dim3 const grid(static_cast<unsigned>(t.tiles_x * t.slices), static_cast<unsigned>(std::min(t.tiles_y, kMaxGridYZ)),
+    SampleTiles const t = sampleTiles(p, VEC, narrow ? sizeof(Corners<int32_t>) : sizeof(Corners<int64_t>), images, sms);
+    if (t.tiles_x * t.slices * t.tap_groups > kMaxGridX) return cudaErrorInvalidValue;
+    dim3 const grid(static_cast<unsigned>(t.tiles_x * t.slices * t.tap_groups),
+                    static_cast<unsigned>(std::min(t.tiles_y, kMaxGridYZ)),
                     static_cast<unsigned>(std::min(images, kMaxGridYZ)));
     if (narrow) {
         sampleKernel<T, VEC, int32_t><<<grid, kThreads, 0, stream>>>(input, offset, mask, columns, p, t,
@@ -985,8 +999,8 @@ cudaError_t sampleColumns(T const* x, T const* offset, T const* mask, Col* colum
                           int64_t images, WeightCopy<T, Col> const& copy, int sms, cudaStream_t stream) {
     constexpr int kVec = kSampleVec<Col>;
     if constexpr (std::is_same_v<T, Col>) {
-        return vec ? launchSample<T, kVec>(x, offset, mask, columns, sp, images, copy, stream)
-                   : launchSample<T, 1>(x, offset, mask, columns, sp, images, copy, stream);
+        return vec ? launchSample<T, kVec>(x, offset, mask, columns, sp, images, copy, sms, stream)
+                   : launchSample<T, 1>(x, offset, mask, columns, sp, images, copy, sms, stream);
     } else {
         return vec ? launchSampleSplit<kVec>(x, offset, mask, columns, sp, images, copy, sms, stream)
                    : launchSampleSplit<1>(x, offset, mask, columns, sp, images, copy, sms, stream);

@@ -51,6 +51,9 @@ CASES = {
     "one_pixel": (1, 16, 8, 1, 1, (3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 0.3, True, "rand"),
     # enough 128 x 256 GEMM tiles for every multiprocessor of an H200: the large tiling (the others take the small one)
     "large_tiling": (5, 24, 130, 64, 64, (3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 2.0, True, "rand"),
+    # enough sampling tiles for 4 blocks on every multiprocessor of an H200: each block samples every tap (the smaller
+    # cases split the taps over several blocks of a tile, the first one writing the ones row)
+    "one_tap_group": (4, 48, 32, 64, 128, (3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 2.0, True, "rand"),
     # the sampler's corner table holds fewer taps than a 7x7 kernel has: taps sampled in chunks, the last one partial
     "kernel7x7_tap_chunks": (1, 16, 8, 12, 11, (7, 7), (1, 1), (3, 3), (1, 1), 1, 1, 2.0, True, "rand"),
     # several channel slices per offset group and per image, conv groups cutting through an offset group's slices
