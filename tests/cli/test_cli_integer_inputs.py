@@ -68,3 +68,16 @@ def test_random_inputs_follow_the_dtype_and_range() -> None:
     assert ids.dtype == torch.int32 and 10 <= int(ids.min()) and int(ids.max()) < 20
     x = random_input((1000,), torch.float16, torch.device("cpu"), g, (-2.0, 3.0))
     assert x.dtype == torch.float16 and -2.0 <= float(x.min()) and float(x.max()) <= 3.0
+
+
+def test_bench_of_a_model_spec_alone_takes_the_type_and_values_from_the_input_range(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """No ONNX file declares a type: an integer --input-range makes the ids int64 in that range; a range past the
+    embedding's 100 rows fails in the model (a failed row, exit 1)."""
+    args = ["bench", MODEL, "--input-shape", "ids:2x16", "--warmup", "1", "--iters", "2", "-q", "--json"]
+    code = cli.main([*args, "--input-range", "ids:90,100"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and [row["error"] for row in report["rows"]] == [""]
+    code = cli.main([*args, "--input-range", "ids:100,200"])
+    (row,) = json.loads(capsys.readouterr().out)["rows"]
+    assert code == 1 and "index out of range" in row["error"].lower()
