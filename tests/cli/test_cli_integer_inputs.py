@@ -81,3 +81,19 @@ def test_bench_of_a_model_spec_alone_takes_the_type_and_values_from_the_input_ra
     code = cli.main([*args, "--input-range", "ids:100,200"])
     (row,) = json.loads(capsys.readouterr().out)["rows"]
     assert code == 1 and "index out of range" in row["error"].lower()
+
+
+def test_the_reference_declares_the_input_types_for_both(embedding_onnx: Path, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Two ONNX files declaring different types: the reference's int64 ids are what both get, so onnxruntime refuses
+    the candidate, which declares a float input (exit 2, naming it), not the reference."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["ids"], ["y"])], "float_ids",
+                              [helper.make_tensor_value_info("ids", TensorProto.FLOAT, [2, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16])])
+    candidate = tmp_path / "float_ids.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), candidate)
+    code = cli.main(["validate", str(embedding_onnx), str(candidate), "--input-shape", "ids:2x16", "--json"])
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert code == 2 and error.startswith("onnxruntime failed to run float_ids.onnx: ") and "'int64'" in error
