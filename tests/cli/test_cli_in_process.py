@@ -271,3 +271,26 @@ def test_inspect_says_when_an_engine_does_not_record_the_version_that_built_it(h
 
     meta = dataclasses.replace(Engine.load(head_engine).metadata, torchtrt_ext_version="")
     assert engine_table(meta).splitlines()[2] == "built by torchtrt_ext ?"
+
+
+def test_export_flags_reach_the_exporter(head_onnx: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--exporter, --opset, --static and --no-functions shape the file written; by default the batch is dynamic and
+    each custom node has its decomposition as an ONNX function. Without -q the export says it is running."""
+    import onnx
+
+    default = onnx.load(head_onnx)
+    assert [f.name for f in default.functions] == ["L2Norm"]
+    assert default.graph.input[0].type.tensor_type.shape.dim[0].dim_param  # a named, dynamic batch
+    path = tmp_path / "flags.onnx"
+    code = cli.main(["export", MODEL, "--input-shape", "x:2x3x16x16", "-o", str(path), "--exporter", "legacy",
+                     "--opset", "17", "--static", "--no-functions", "--json"])
+    captured = capsys.readouterr()
+    data, written = json.loads(captured.out), onnx.load(path)
+    assert code == ExitCode.OK and data["exporter"] == "legacy" and isinstance(data["seconds"], float)
+    assert {o.domain: o.version for o in written.opset_import}[""] == 17 and not written.functions
+    assert [d.dim_value for d in written.graph.input[0].type.tensor_type.shape.dim] == [2, 3, 16, 16]
+    assert f"[torchtrt_ext] exporting {MODEL} ..." in captured.err
+    assert cli.main(["export", MODEL, "--input-shape", "x:2x3x16x16", "-o", str(path), "-q", "--exporter",
+                     "legacy"]) == ExitCode.OK
+    captured = capsys.readouterr()
+    assert "custom nodes ['L2Norm']" in captured.out and "[torchtrt_ext]" not in captured.err
