@@ -294,3 +294,34 @@ def test_export_flags_reach_the_exporter(head_onnx: Path, tmp_path: Path, capsys
                      "legacy"]) == ExitCode.OK
     captured = capsys.readouterr()
     assert "custom nodes ['L2Norm']" in captured.out and "[torchtrt_ext]" not in captured.err
+    code, data = _json(capsys, "export", MATMUL, "--input-shape", "x:2x3,w:3x5", "-o", str(path), "-q",
+                       "--exporter", "legacy")
+    assert code == ExitCode.OK and data["custom_nodes"] == [] and 0 <= data["seconds"] < 600
+    assert data["seconds"] == round(data["seconds"], 2)  # in hundredths, like the text line
+    assert cli.main(["export", MATMUL, "--input-shape", "x:2x3,w:3x5", "-o", str(path), "-q", "--exporter",
+                     "legacy"]) == ExitCode.OK
+    assert ", custom nodes none, " in capsys.readouterr().out
+
+
+def test_export_never_writes_over_the_file_of_the_models_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """-o naming the file the model spec's module comes from is refused (exit 2) and the file left alone: a module
+    imported by name, and a file path holding a colon; a module without a file (made in memory) exports."""
+    import sys
+    import types
+
+    source = "import torch\n\n\ndef make():\n    return torch.nn.ReLU()\n"
+    folder = tmp_path / "run:3"
+    folder.mkdir()
+    module = folder / "cli_spec_file_model.py"
+    module.write_text(source)
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.delitem(sys.modules, "cli_spec_file_model", raising=False)  # the import below is undone after
+    for spec in ("cli_spec_file_model:make", f"{module}:make"):
+        assert cli.main(["export", spec, "--input-shape", "input:2x3", "-o", str(module), "-q"]) == ExitCode.USAGE
+        assert f"-o {module} is this command's input" in capsys.readouterr().err and module.read_text() == source
+    in_memory = types.ModuleType("cli_in_memory_model")
+    in_memory.make = lambda: __import__("torch").nn.ReLU()  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "cli_in_memory_model", in_memory)
+    assert cli.main(["export", "cli_in_memory_model:make", "--input-shape", "input:2x3", "-o", str(tmp_path / "m.onnx"),
+                     "-q", "--exporter", "legacy"]) == ExitCode.OK
