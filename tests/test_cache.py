@@ -66,6 +66,7 @@ def test_corrupted_cache_file_is_rebuilt_not_loaded(rtx: str, conv_onnx: onnx.Mo
     with caplog.at_level(logging.WARNING, logger="torchtrt_ext"):
         rebuilt = cached_build_engine(conv_onnx, backend=rtx, progress=False)
     assert "is corrupted (" in caplog.text and "checksum mismatch" in caplog.text and "rebuilding" in caplog.text
+    assert f"({path} is not a valid torchtrt_ext engine file: checksum mismatch" in caplog.text  # the file, named
     assert Engine.load(path).metadata == good.metadata  # the file is valid again
     assert rebuilt.metadata == good.metadata
 

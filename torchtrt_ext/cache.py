@@ -164,7 +164,7 @@ def _read_cache_file(path: Path) -> tuple[bytes, bool]:
     """The bytes of the cache file ``path`` and whether this user owns it, both from one descriptor opened without
     following a symlink (OSError) or blocking on a FIFO, so the file cannot be swapped between the check and the
     read. FileNotFoundError when there is none."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
     with os.fdopen(os.open(path, flags), "rb") as handle:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode):

@@ -68,3 +68,32 @@ def test_random_inputs_follow_the_dtype_and_range() -> None:
     assert ids.dtype == torch.int32 and 10 <= int(ids.min()) and int(ids.max()) < 20
     x = random_input((1000,), torch.float16, torch.device("cpu"), g, (-2.0, 3.0))
     assert x.dtype == torch.float16 and -2.0 <= float(x.min()) and float(x.max()) <= 3.0
+
+
+def test_bench_of_a_model_spec_alone_takes_the_type_and_values_from_the_input_range(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """No ONNX file declares a type: an integer --input-range makes the ids int64 in that range; a range past the
+    embedding's 100 rows fails in the model (a failed row, exit 1)."""
+    args = ["bench", MODEL, "--input-shape", "ids:2x16", "--warmup", "1", "--iters", "2", "-q", "--json"]
+    code = cli.main([*args, "--input-range", "ids:90,100"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and [row["error"] for row in report["rows"]] == [""]
+    code = cli.main([*args, "--input-range", "ids:100,200"])
+    (row,) = json.loads(capsys.readouterr().out)["rows"]
+    assert code == 1 and "index out of range" in row["error"].lower()
+
+
+def test_the_reference_declares_the_input_types_for_both(embedding_onnx: Path, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Two ONNX files declaring different types: the reference's int64 ids are what both get, so onnxruntime refuses
+    the candidate, which declares a float input (exit 2, naming it), not the reference."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["ids"], ["y"])], "float_ids",
+                              [helper.make_tensor_value_info("ids", TensorProto.FLOAT, [2, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16])])
+    candidate = tmp_path / "float_ids.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), candidate)
+    code = cli.main(["validate", str(embedding_onnx), str(candidate), "--input-shape", "ids:2x16", "--json"])
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert code == 2 and error.startswith("onnxruntime failed to run float_ids.onnx: ") and "'int64'" in error

@@ -68,9 +68,9 @@ def test_an_engine_for_another_tensorrt_exits_3(command: str, rtx: str, tmp_path
     assert "Remedy: rebuild the engine on the target machine" in err
 
 
-def _engine_with_a_user_library(path: Path, library: Path) -> Path:
-    """An engine whose custom node is served by the user's plugin library ``library`` (recorded by name and SHA-256),
-    with a stand-in plan: the library check happens before TensorRT reads it."""
+def _engine_with_a_user_library(path: Path, library: Path, target: Target = Target("tensorrt_rtx", "1.7.1")) -> Path:
+    """An engine for ``target`` whose custom node is served by the user's plugin library ``library`` (recorded by name
+    and SHA-256), with a stand-in plan: the library check happens before TensorRT reads it."""
     from torchtrt_ext.backend.plugin_plan import PluginPlan, UserOpPlan
     from torchtrt_ext.backend.user_libraries import user_libraries
 
@@ -78,7 +78,7 @@ def _engine_with_a_user_library(path: Path, library: Path) -> Path:
     meta = EngineMetadata(inputs=(TensorInfo("x", "float32", (1, 3, 8, 8)),),
                           outputs=(TensorInfo("y", "float32", (1, 8, 8, 8)),), profiles=(),
                           options=BuildOptions(backend="tensorrt_rtx", plugin_libraries=recorded),
-                          target=Target("tensorrt_rtx", "1.7.1"),
+                          target=target,
                           plugin_plan=PluginPlan("none", user_ops=(UserOpPlan("MyOp", "1", "mycorp", library.name),)))
     return Engine(b"stand-in plan", meta).save(path)
 
@@ -180,3 +180,65 @@ def test_allow_engine_host_code_lets_an_engine_carrying_host_code_past_the_refus
     assert cli.main([*_argv(command, path), "--allow-engine-host-code"]) == ExitCode.MISSING
     line = capsys.readouterr().err
     assert "needs a CUDA GPU" in line and "host code" not in line
+
+
+def _carrying_host_code(path: Path) -> Path:
+    """``path``'s engine file rewritten to record an embedded plugin library (host code)."""
+    import dataclasses
+
+    engine = Engine.load(path)
+    return Engine(engine.plan, dataclasses.replace(engine.metadata, plugins_embedded=True)).save(path)
+
+
+def test_an_engine_target_opens_as_a_trt_module_with_the_flags_given(rtx: str, tmp_path: Path) -> None:
+    """An engine file opens as a TRTModule (which reads the plan at its first call: nothing here needs a GPU) with
+    --allow-engine-host-code and --plugin-library; its declared inputs come from the engine's metadata. An ONNX file
+    opens on onnxruntime, in a worker process unless isolated=False (what timing needs)."""
+    import onnx
+    import torch
+    from onnx import TensorProto, helper
+
+    from torchtrt_ext.backend.adapter import load_backend
+    from torchtrt_ext.cli._targets import declared_inputs, open_target
+    from torchtrt_ext.runtime import TRTModule
+
+    library = tmp_path / "libmycorp.so"
+    library.write_bytes(b"the user's plugin library")
+    path = _carrying_host_code(_engine_with_a_user_library(tmp_path / "model.engine", library,
+                                                           Target(rtx, load_backend(rtx).version)))
+    kind, module = open_target(str(path), torch.device("cpu"), torch.float32, True, [str(library)])
+    assert kind == "engine" and isinstance(module, TRTModule) and module.metadata == Engine.load(path).metadata
+    assert module.allow_engine_host_code is True and module.plugin_libraries == (str(library),)
+    assert declared_inputs(module) == [("x", (1, 3, 8, 8), torch.float32)]
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    onnx_path = tmp_path / "relu.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), onnx_path)
+    for isolated in (True, False):
+        kind, module = open_target(str(onnx_path), torch.device("cpu"), torch.float32, False, isolated=isolated)
+        assert kind == "onnx" and module.isolated is isolated
+    assert open_target(str(onnx_path), torch.device("cpu"), torch.float32, False)[1].isolated is True
+
+
+def test_engines_carrying_host_code_or_needing_a_user_library_open_given_the_flags(
+        rtx: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """validate (an engine carrying host code and one needing the user's plugin library, in either role) given
+    --allow-engine-host-code and --plugin-library, and bench given --allow-engine-host-code, open the engines past
+    both refusals: what stops the command is then the GPU itself (torch's answer a stand-in here), not a refusal."""
+    import torch
+
+    from torchtrt_ext.backend.adapter import load_backend
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    here = Target(rtx, load_backend(rtx).version)
+    library = tmp_path / "libmycorp.so"
+    library.write_bytes(b"the user's plugin library")
+    mycorp = str(_engine_with_a_user_library(tmp_path / "mycorp.engine", library, here))
+    host_code = str(_carrying_host_code(_engine(tmp_path / "model.engine", here)))
+    flags = ["--allow-engine-host-code", "--plugin-library", str(library)]
+    for argv in (["validate", host_code, mycorp, *flags], ["validate", mycorp, host_code, *flags],
+                 ["bench", host_code, "--allow-engine-host-code"]):
+        cli.main(argv)
+        line = capsys.readouterr().err
+        assert line and "carries host code" not in line and "built with the plugin library" not in line
