@@ -276,6 +276,76 @@ def test_onnx_runtime_module_of_a_path_or_a_model(tmp_path: Path) -> None:
         OnnxRuntimeModule(exported.SerializeToString())
 
 
+def _add_mul_onnx() -> onnx.ModelProto:
+    """a, b: float [2, 3] -> s = a + b, p = a * b (graph name 'addmul')."""
+    from onnx import TensorProto, helper
+
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3]) for n in ("a", "b")]
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3]) for n in ("s", "p")]
+    nodes = [helper.make_node("Add", ["a", "b"], ["s"]), helper.make_node("Mul", ["a", "b"], ["p"])]
+    return helper.make_model(helper.make_graph(nodes, "addmul", inputs, outputs),
+                             opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("isolated", [True, False], ids=["worker", "in_process"])
+def test_onnx_runtime_module_runs_in_a_worker_or_in_this_process(isolated: bool) -> None:
+    """isolated=True runs onnxruntime in a process of its own, False in this one (what timing needs); the results are
+    the same: feeds by position or name, NumPy arrays as they are, a bfloat16 tensor given to a float input (NumPy has
+    no bfloat16: it meets the graph's type), at every graph optimization level."""
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    for level in ("all", "basic", "disable"):
+        module = OnnxRuntimeModule(_add_mul_onnx(), isolated=isolated, graph_optimization=level)
+        assert module.isolated is isolated and module.graph_optimization == level
+        assert module.input_names == ["a", "b"] and module.output_names == ["s", "p"]
+        total, product = module(a, b=b)
+        torch.testing.assert_close(total, a + b)
+        torch.testing.assert_close(product, a * b)
+        from_numpy, _ = module(a.numpy(), b.numpy())
+        assert isinstance(from_numpy, torch.Tensor) and from_numpy.device.type == "cpu"
+        torch.testing.assert_close(from_numpy, a + b)
+        from_bf16, _ = module(a.to(torch.bfloat16), b)
+        torch.testing.assert_close(from_bf16, a.to(torch.bfloat16).float() + b)
+        # the session lives in this process only when not isolated: no worker was started for it
+        assert (module._worker is not None) is isolated and (module._session is not None) is not isolated
+
+
+def test_the_report_names_onnx_models_by_file_and_modules_by_class(tmp_path: Path) -> None:
+    class AddMul(torch.nn.Module):
+        def forward(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return a + b, a * b
+
+    path = tmp_path / "addmul.onnx"
+    onnx.save(_add_mul_onnx(), str(path))
+    inputs = (torch.randn(2, 3), torch.randn(2, 3))
+    report = torchtrt_ext.validate(str(path), AddMul(), inputs)
+    assert (report.reference, report.candidate) == ("addmul.onnx (onnxruntime)", "AddMul")
+    assert report.passed and report.error == ""
+    assert all(o.max_abs_diff is not None and o.cosine is not None for o in report.outputs)  # measured
+    report = torchtrt_ext.validate(AddMul(), path, inputs)
+    assert (report.reference, report.candidate) == ("AddMul", "addmul.onnx (onnxruntime)")
+
+
+def test_an_output_missing_from_one_trial_is_compared_in_the_others() -> None:
+    calls: list[int] = []
+
+    def reference(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x + 1, x * 2
+
+    def candidate(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        calls.append(1)
+        return (x + 1,) if len(calls) == 1 else (x + 1, x * 3)  # the second output wrong where it is given
+
+    report = torchtrt_ext.validate(reference, candidate, (torch.ones(4),), trials=2)
+    assert report.error.startswith("candidate returned 1 output(s), the reference 2")
+    second = report.outputs[1]
+    assert not second.passed and second.reason != "not produced by the candidate" and second.max_abs_diff is not None
+
+
+def test_a_negative_rtol_is_named() -> None:
+    with pytest.raises(InvalidInputError, match=r"rtol=-1\.0"):
+        torchtrt_ext.validate(torch.nn.Identity(), torch.nn.Identity(), (torch.ones(2),), rtol=-1.0)
+
+
 # ------------------------------------------------------------------------------------ inputs made by validate
 def test_random_like_keeps_shape_dtype_and_the_examples_value_range() -> None:
     from torchtrt_ext.validate import random_like
@@ -294,6 +364,47 @@ def test_random_like_keeps_shape_dtype_and_the_examples_value_range() -> None:
     assert ints.dtype == torch.int32 and set(ints.tolist()) == {3, 4, 5, 6, 7}  # both ends of the example's range
     empty = draw(torch.zeros(0, dtype=torch.int64))
     assert empty.shape == (0,) and empty.dtype == torch.int64
+
+
+def test_random_like_draws_bools_from_the_generator_on_the_examples_device() -> None:
+    from torchtrt_ext.validate import random_like
+
+    def draw(example: torch.Tensor, seed: int = 0) -> torch.Tensor:
+        return random_like(example, torch.Generator().manual_seed(seed))
+
+    flags = torch.zeros(1000, dtype=torch.bool)
+    assert torch.equal(draw(flags, 3), draw(flags, 3)) and not torch.equal(draw(flags, 3), draw(flags, 4))
+    for dtype in (torch.float16, torch.bool):  # drawn on the CPU, handed over on the example's device
+        out = draw(torch.zeros(3, dtype=dtype, device="meta"))
+        assert out.device.type == "meta" and out.dtype == dtype
+
+
+def test_random_input_draws_each_kind_in_its_range_from_the_generator() -> None:
+    """Floats ~ N(0, 1) or uniform over value_range, integers uniform in [low, high) (DEFAULT_INT_RANGE unless a range
+    is given), bools of both values: of the dtype and on the device asked, the same for the same generator seed."""
+    from torchtrt_ext.validate import random_input
+
+    def draw(dtype: torch.dtype, seed: int = 0, value_range: tuple[float, float] | None = None,
+             device: str = "cpu") -> torch.Tensor:
+        return random_input((4000,), dtype, device, torch.Generator().manual_seed(seed), value_range)
+
+    normal = draw(torch.float16)
+    assert normal.dtype == torch.float16 and normal.shape == (4000,)
+    assert abs(float(normal.float().mean())) < 0.1 and 0.9 < float(normal.float().std()) < 1.1
+    uniform = draw(torch.float32, value_range=(-3.0, 5.0))
+    assert uniform.dtype == torch.float32
+    assert -3.0 <= float(uniform.min()) < -2.9 and 4.9 < float(uniform.max()) <= 5.0  # spans the whole range
+    ids = draw(torch.int32)
+    assert ids.dtype == torch.int32 and set(ids.tolist()) == set(range(*DEFAULT_INT_RANGE))
+    assert set(draw(torch.int64, value_range=(5, 9)).tolist()) == {5, 6, 7, 8}
+    flags = draw(torch.bool)
+    assert flags.dtype == torch.bool and 1800 < int(flags.sum()) < 2200
+    for dtype, value_range in ((torch.float16, None), (torch.float32, (-3.0, 5.0)), (torch.int32, None),
+                               (torch.bool, None)):
+        assert torch.equal(draw(dtype, 1, value_range), draw(dtype, 1, value_range))
+        assert not torch.equal(draw(dtype, 1, value_range), draw(dtype, 2, value_range))
+        on_meta = draw(dtype, value_range=value_range, device="meta")
+        assert on_meta.device.type == "meta" and on_meta.dtype == dtype
 
 
 def test_later_trials_draw_new_inputs_of_the_examples_kind() -> None:
