@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import torchtrt_ext
-from torchtrt_ext.errors import InvalidInputError
+from torchtrt_ext.errors import InvalidInputError, MissingDependencyError
 from torchtrt_ext.ops import Attr, Decomposer, OpSpec, define_op
 from torchtrt_ext.validate import (DEFAULT_INT_RANGE, TOLERANCES, OnnxRuntimeModule, OutputComparison,
                                    ValidationFailedError, ValidationReport, format_table, validate)
@@ -346,6 +346,35 @@ def test_a_negative_rtol_is_named() -> None:
         torchtrt_ext.validate(torch.nn.Identity(), torch.nn.Identity(), (torch.ones(2),), rtol=-1.0)
 
 
+def test_as_callable_runs_onnx_files_in_a_worker_and_refuses_other_paths(tmp_path: Path) -> None:
+    from torchtrt_ext.validate import as_callable
+
+    path = tmp_path / "addmul.onnx"
+    onnx.save(_add_mul_onnx(), str(path))
+    assert as_callable(path).isolated is True and as_callable(path, isolated=False).isolated is False
+    assert as_callable(_add_mul_onnx()).isolated is True
+    with pytest.raises(InvalidInputError, match="cannot run a str"):
+        as_callable(str(tmp_path / "model.pt"))
+
+
+def test_without_onnxruntime_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    real_import = importlib.import_module
+
+    def without_onnxruntime(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "onnxruntime":
+            raise ImportError("No module named 'onnxruntime'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib, "import_module", without_onnxruntime)
+    with pytest.raises(MissingDependencyError) as raised:
+        OnnxRuntimeModule(_add_mul_onnx(), isolated=False)
+    message = str(raised.value)
+    assert "onnxruntime is not installed" in message and "onnxruntime >= 1.20" in message
+    assert "pip install onnxruntime" in message and raised.value.__cause__ is None
+
+
 # ------------------------------------------------------------------------------------ inputs made by validate
 def test_random_like_keeps_shape_dtype_and_the_examples_value_range() -> None:
     from torchtrt_ext.validate import random_like
@@ -391,8 +420,8 @@ def test_random_input_draws_each_kind_in_its_range_from_the_generator() -> None:
     normal = draw(torch.float16)
     assert normal.dtype == torch.float16 and normal.shape == (4000,)
     assert abs(float(normal.float().mean())) < 0.1 and 0.9 < float(normal.float().std()) < 1.1
-    uniform = draw(torch.float32, value_range=(-3.0, 5.0))
-    assert uniform.dtype == torch.float32
+    uniform = draw(torch.float16, value_range=(-3.0, 5.0))
+    assert uniform.dtype == torch.float16
     assert -3.0 <= float(uniform.min()) < -2.9 and 4.9 < float(uniform.max()) <= 5.0  # spans the whole range
     ids = draw(torch.int32)
     assert ids.dtype == torch.int32 and set(ids.tolist()) == set(range(*DEFAULT_INT_RANGE))
