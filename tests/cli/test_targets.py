@@ -161,33 +161,29 @@ def test_a_missing_engine_path_with_a_colon_is_a_missing_file_not_a_model_spec(s
     assert f"{missing} does not exist. Remedy: check the path" in line and "cannot import" not in line
 
 
-@pytest.mark.parametrize("command", COMMANDS)
-def test_allow_engine_host_code_lets_an_engine_carrying_host_code_past_the_refusal(
-        command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    """An engine carrying host code (an embedded plugin library) is refused (exit 2) unless
-    --allow-engine-host-code is given; with it, the command goes on to the next check (no GPU: torch's answer a
-    stand-in, so that the next check is the same on every machine)."""
-    import dataclasses
-
-    import torch
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    path = _engine(tmp_path / "model.engine", Target("tensorrt_rtx", "1.7.1"))
-    engine = Engine.load(path)
-    Engine(engine.plan, dataclasses.replace(engine.metadata, plugins_embedded=True)).save(path)
-    assert cli.main(_argv(command, path)) == ExitCode.USAGE
-    assert "--allow-engine-host-code" in capsys.readouterr().err
-    assert cli.main([*_argv(command, path), "--allow-engine-host-code"]) == ExitCode.MISSING
-    line = capsys.readouterr().err
-    assert "needs a CUDA GPU" in line and "host code" not in line
-
-
 def _carrying_host_code(path: Path) -> Path:
     """``path``'s engine file rewritten to record an embedded plugin library (host code)."""
     import dataclasses
 
     engine = Engine.load(path)
     return Engine(engine.plan, dataclasses.replace(engine.metadata, plugins_embedded=True)).save(path)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_allow_engine_host_code_lets_an_engine_carrying_host_code_past_the_refusal(
+        command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """An engine carrying host code (an embedded plugin library) is refused (exit 2) unless
+    --allow-engine-host-code is given; with it, the command goes on to the next check (no GPU: torch's answer a
+    stand-in, so that the next check is the same on every machine)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    path = _carrying_host_code(_engine(tmp_path / "model.engine", Target("tensorrt_rtx", "1.7.1")))
+    assert cli.main(_argv(command, path)) == ExitCode.USAGE
+    assert "--allow-engine-host-code" in capsys.readouterr().err
+    assert cli.main([*_argv(command, path), "--allow-engine-host-code"]) == ExitCode.MISSING
+    line = capsys.readouterr().err
+    assert "needs a CUDA GPU" in line and "host code" not in line
 
 
 def test_an_engine_target_opens_as_a_trt_module_with_the_flags_given(rtx: str, tmp_path: Path) -> None:
