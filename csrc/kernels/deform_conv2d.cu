@@ -1105,7 +1105,8 @@ int32_t deformConv2d(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, 
     if constexpr (std::is_same_v<T, float>) {
         if (route.split) return static_cast<int32_t>(runPasses<T, __nv_bfloat16>(s, t, nhwc, route, base, dev, stream));
     } else if (fused) {
-        return static_cast<int32_t>(launchFused<T>(s, t, nhwc, reinterpret_cast<T*>(base + s.nhwcBytes()), dev, stream));
+        return static_cast<int32_t>(
+            launchFused<T>(s, t, nhwc, base + s.nhwcBytes(), workspace_bytes - s.nhwcBytes(), dev, stream));
     }
     return static_cast<int32_t>(runPasses<T, T>(s, t, nhwc, route, base, dev, stream));
 }

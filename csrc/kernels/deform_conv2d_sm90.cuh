@@ -2,7 +2,7 @@
 // its sampling helpers (cornersOf) and cp.async wrappers; used for fp16/bf16 where fusedFits() holds.
 //
 // Per conv group g the op is D[oc][pixel] = sum_r A[oc][r] * B[pixel][r] with r = (tap k, channel c) in blocks of 64
-// channels of one tap (reduction blocks in FusedParams::decode's order): A is the weight, B the bilinear samples. A
+// channels of one tap (reduction blocks in FusedParams::at's order): A is the weight, B the bilinear samples. A
 // block computes kFusedBN pixels (of all images: a tile may span several) by 64 * WG output channels, one m64 tile per
 // warpgroup. Per reduction block, a stage of shared memory holds A's tile (copied by cp.async from the weight that
 // prepareFusedWeightKernel reorders once per call into the kernel's tiles, each one contiguous block) and B's tile,
@@ -20,6 +20,12 @@
 // 8x256x64x64 the relative error against float64 went from 2.5e-4 to 3.3e-4 (fp16) and 2.0e-3 to 2.6e-3 (bf16), within
 // the tests' 2e-3 / 1e-2 and far below torchvision's 1.1e-2 (fp16); with the division-free block order, made at the
 // same time, the kernel went from 175.5 to 147.6 us there (bench/README.md).
+//
+// A block runs one tile (pixel tile, output-channel tile, conv group) at a time per multiprocessor, so a shape pays for
+// whole waves of tiles. Where the last wave would hold at most half a wave of tiles, those tiles are cut into pieces of
+// consecutive reduction blocks (fusedSplit), a block each: the pieces write FP32 partial sums to the workspace and
+// fusedFixupKernel adds them up in a fixed order with the bias. At 8x256x80x80 (400 tiles on 132 multiprocessors) the
+// fourth wave of 4 tiles became 64 blocks of 2-3 reduction blocks.
 //
 // Shared-memory tiles are K-major with 128-byte swizzle, wgmma's canonical layout: a [rows][64] tile has rows of 128
 // bytes, 16-byte chunk c of row r at r * 128 + ((c ^ (r % 8)) * 16) (swizzled()), 1024-byte aligned; descriptors
@@ -60,6 +66,13 @@ struct FusedTile {
     static constexpr int kSmemBytes = kFusedStages * kStageBytes + kTableBytes + 1024;  // + room to align to 1024
 };
 
+// A place in the order of the reduction blocks (FusedParams::at): tap k_local of tap chunk `chunk` (chunk_taps taps),
+// channel block cb.
+struct FusedCursor {
+    int k_local, cb, chunk, chunk_taps;
+    __host__ __device__ int tap() const { return chunk * kFusedTableTaps + k_local; }
+};
+
 struct FusedParams {
     int32_t height, width, channels, pixels, out_w, taps, offset_groups;
     int32_t per_group, per_offset_group, per_group_out, out_channels;
@@ -67,20 +80,64 @@ struct FusedParams {
     int32_t k_blocks;  // taps * cblocks
     int32_t m_tiles;   // output-channel tiles per conv group
     int32_t total;     // images * pixels
+    int32_t pixel_tiles;  // (total + kFusedBN - 1) / kFusedBN
 
     // The order of the reduction blocks: taps in chunks of kFusedTableTaps (one filling of the corner table), per
     // chunk every channel block, per channel block the chunk's taps. Consecutive blocks then read the same 64 channels
     // around the same pixels at the next tap, so the corner reads mostly hit L1, where tap-major blocks streamed
-    // every channel of a tap through it first. Only the last chunk may hold fewer taps.
-    __host__ __device__ void decode(int kb, int& k, int& cb, int& chunk) const {
+    // every channel of a tap through it first. Only the last chunk may hold fewer taps. Block kb's place:
+    __host__ __device__ FusedCursor at(int kb) const {
         int const full = kFusedTableTaps * cblocks;
-        chunk = kb / full;
-        int const rest = kb - chunk * full;
+        int const chunk = kb / full, rest = kb - chunk * full;
         int const chunk_taps = min(kFusedTableTaps, taps - chunk * kFusedTableTaps);
-        cb = rest / chunk_taps;
-        k = chunk * kFusedTableTaps + (rest - cb * chunk_taps);
+        int const cb = rest / chunk_taps;
+        return FusedCursor{rest - cb * chunk_taps, cb, chunk, chunk_taps};
+    }
+    // The block of tap k, channel block cb (at()'s inverse).
+    __host__ __device__ int blockOf(int k, int cb) const {
+        int const chunk = k / kFusedTableTaps;
+        int const chunk_taps = min(kFusedTableTaps, taps - chunk * kFusedTableTaps);
+        return chunk * kFusedTableTaps * cblocks + cb * chunk_taps + (k - chunk * kFusedTableTaps);
+    }
+    // The place of the block after c's, without divisions (the kernel walks its blocks in order).
+    __host__ __device__ void advance(FusedCursor& c) const {
+        if (++c.k_local < c.chunk_taps) return;
+        c.k_local = 0;
+        if (++c.cb < cblocks) return;
+        c.cb = 0;
+        ++c.chunk;
+        c.chunk_taps = min(kFusedTableTaps, taps - c.chunk * kFusedTableTaps);
     }
 };
+
+// How the kernel's tiles (pixel tile, output-channel tile, conv group; `tiles` of them, one block per multiprocessor at
+// a time) are cut when the last wave would be mostly idle: the first `whole` tiles take a block each, every reduction
+// block; each of the other tiles - whole (the tail) is cut into `pieces` ranges of reduction blocks, a block each, whose
+// FP32 partial sums fusedFixupKernel adds up. At 8x256x80x80 the 400 tiles on 132 multiprocessors took 4 waves, the
+// fourth holding 4 tiles: now 3 waves and 4 x 16 short blocks.
+struct FusedSplit {
+    int64_t whole;
+    int32_t pieces;  // 1: no tail
+    __host__ __device__ int64_t blocks(int64_t tiles) const { return whole + (tiles - whole) * pieces; }
+    // Reduction blocks [first, end) of piece p of k_blocks: balanced, none empty (pieces <= k_blocks).
+    __host__ __device__ static int first(int p, int pieces, int k_blocks) {
+        return static_cast<int>(int64_t{p} * k_blocks / pieces);
+    }
+};
+constexpr int kFusedMinPieceBlocks = 2;  // reduction blocks a piece takes at least (a block's prologue is ~1 of them)
+constexpr int kFusedMaxPieces = 16;      // caps the partial sums a tail tile writes (and the fixup reads)
+
+// The cut of `tiles` tiles over `sms` multiprocessors (one block each at a time) of k_blocks reduction blocks: the
+// tail (the last wave's tiles) is cut into as many pieces as fill that wave (at least 2 reduction blocks each, at most
+// kFusedMaxPieces), where that makes 2 pieces or more (a tail of at most half a wave); otherwise nothing is cut.
+__host__ __device__ inline FusedSplit fusedSplit(int64_t tiles, int sms, int k_blocks) {
+    int64_t const tail = tiles % sms;
+    if (tail == 0) return FusedSplit{tiles, 1};
+    int64_t pieces = sms / tail;
+    if (pieces > k_blocks / kFusedMinPieceBlocks) pieces = k_blocks / kFusedMinPieceBlocks;
+    if (pieces > kFusedMaxPieces) pieces = kFusedMaxPieces;
+    return pieces < 2 ? FusedSplit{tiles, 1} : FusedSplit{tiles - tail, static_cast<int32_t>(pieces)};
+}
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define TORCHTRT_EXT_SM90A_ONLY(...) __VA_ARGS__
@@ -150,24 +207,25 @@ __device__ __forceinline__ void wgmma64x128(float (&d)[64], uint64_t a, uint64_t
 
 // The weight as the kernel reads it: per (group, output-channel tile, reduction block) one [BM][64] tile in
 // core-matrix order, contiguous, rows beyond the group's output channels zero. A thread writes one 16-byte chunk (8
-// channels of a row, gathered from the weight's [oc][c][tap] layout), with the index arithmetic once per chunk (per
-// element the reorder took 6.3 us at 256x256x3x3 on the H200, per chunk 4.8). prep has `chunks` * 8 elements.
+// channels of a row at one tap, gathered from the weight's [oc][c][tap] layout); consecutive threads take consecutive
+// taps of the same channels, so a warp's 8 gathers each read a few contiguous runs of the weight (the tiles' order put
+// a row's 8 chunks on consecutive threads: each gather touched about 36 lines). prep has `chunks` * 8 elements.
 template <typename T, int BM>
 __global__ void prepareFusedWeightKernel(T const* __restrict__ weight, T* __restrict__ prep, FusedParams const f,
                                          int64_t chunks) {
-    constexpr int kChunksPerTile = BM * kFusedBK / 8;
     for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < chunks;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-        int64_t const tile = i / kChunksPerTile;
-        int const within = static_cast<int>(i - tile * kChunksPerTile);
-        int const kb = static_cast<int>(tile % f.k_blocks);
-        int64_t const rest = tile / f.k_blocks;
-        int const mt = static_cast<int>(rest % f.m_tiles);
-        int64_t const group = rest / f.m_tiles;
-        // chunk `within` of the tile sits at swizzled(row, c8) / 16: row within / 8, channels 8 * c8 ...
-        int const row = within / 8, c8 = (within % 8) ^ (row & 7);
-        int k, cb, chunk;
-        f.decode(kb, k, cb, chunk);
+        // i = (((tile row of (group, mt)) * cblocks + cb) * 8 + c8) * taps + k, k fastest
+        int64_t rest = i / f.taps;
+        int const k = static_cast<int>(i - rest * f.taps);
+        int const c8 = static_cast<int>(rest % 8);
+        rest /= 8;
+        int const cb = static_cast<int>(rest % f.cblocks);
+        rest /= f.cblocks;
+        int const row = static_cast<int>(rest % BM);
+        int64_t const gm = rest / BM;  // group * m_tiles + mt
+        int const mt = static_cast<int>(gm % f.m_tiles);
+        int64_t const group = gm / f.m_tiles;
         int const oc = mt * BM + row;
         Pack<T, 8> values;
         if (oc < f.per_group_out) {
@@ -178,7 +236,8 @@ __global__ void prepareFusedWeightKernel(T const* __restrict__ weight, T* __rest
 #pragma unroll
             for (int e = 0; e < 8; ++e) values.v[e] = fromF32<T>(0.f);
         }
-        reinterpret_cast<Pack<T, 8>*>(prep)[i] = values;
+        int64_t const tile = gm * f.k_blocks + f.blockOf(k, cb);
+        reinterpret_cast<Pack<T, 8>*>(prep)[tile * (BM * kFusedBK / 8) + swizzled(row, c8) / 16] = values;
     }
 }
 
@@ -229,12 +288,28 @@ __device__ __forceinline__ FusedCorner<T> packCorners(Corners<int32_t> const& c,
     return FusedCorner<T>{base | flags, 0, {fromF32<T>(c.w[0]), fromF32<T>(c.w[1]), fromF32<T>(c.w[2]), fromF32<T>(c.w[3])}};
 }
 
-// Block (x, y, z) = (pixel tile, output-channel tile, conv group); see the top of this file.
+// Element index in the NCHW output of output channel `channel` at pixel gp of all images (image * pixels + pixel).
+__device__ __forceinline__ int64_t fusedOutAt(FusedParams const& f, int64_t channel, int gp) {
+    int const im = gp / f.pixels;
+    return (static_cast<int64_t>(im) * f.out_channels + channel) * f.pixels + (gp - im * f.pixels);
+}
+
+// Tile `tile` (of pixel_tiles * m_tiles * groups, pixel tiles fastest) as (first pixel, output-channel tile, group).
+__device__ __forceinline__ void fusedTileOf(FusedParams const& f, int64_t tile, int& tile0, int& mt, int& group) {
+    int64_t const rest = tile / f.pixel_tiles;
+    tile0 = static_cast<int>(tile - rest * f.pixel_tiles) * kFusedBN;
+    mt = static_cast<int>(rest % f.m_tiles);
+    group = static_cast<int>(rest / f.m_tiles);
+}
+
+// Block b: tile b (every reduction block) while b < split.whole, else piece (b - whole) % pieces of tail tile
+// whole + (b - whole) / pieces, whose FP32 sums go to partials[b - whole] ([kBM][kFusedBN] each); see the top of this
+// file.
 template <typename T, int WG>
 __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
     fusedKernel(T const* __restrict__ input, T const* __restrict__ offset, T const* __restrict__ mask,
-                T const* __restrict__ prep, T const* __restrict__ bias, T* __restrict__ out, SampleParams const sp,
-                FusedParams const f) {
+                T const* __restrict__ prep, T const* __restrict__ bias, T* __restrict__ out,
+                float* __restrict__ partials, SampleParams const sp, FusedParams const f, FusedSplit const split) {
     using Tile = FusedTile<WG>;
     constexpr int kPix = Tile::kPixelsPerWarp / 4;  // pixels a thread samples
     extern __shared__ __align__(16) unsigned char fused_smem[];
@@ -242,8 +317,13 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
     unsigned char* const smem =
         fused_smem + ((1024 - (static_cast<uint32_t>(__cvta_generic_to_shared(fused_smem)) & 1023)) & 1023);
     int const tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    int const group = blockIdx.z, mt = blockIdx.y;
-    int const tile0 = blockIdx.x * kFusedBN;
+    int64_t const b = blockIdx.x;
+    int64_t const piece = b < split.whole ? -1 : b - split.whole;  // its place in partials, -1 for a whole tile
+    int tile0, mt, group;
+    fusedTileOf(f, piece < 0 ? b : split.whole + piece / split.pieces, tile0, mt, group);
+    int const p = piece < 0 ? 0 : static_cast<int>(piece % split.pieces);
+    int const kb_first = piece < 0 ? 0 : FusedSplit::first(p, split.pieces, f.k_blocks);
+    int const k_blocks = piece < 0 ? f.k_blocks : FusedSplit::first(p + 1, split.pieces, f.k_blocks) - kb_first;
 
     // The sampling role: vector v (8 channels) of a 64-channel block at kPix pixels of the tile, pixel(jj) = warp *
     // kPixelsPerWarp + lane / 8 + 4 * jj: the 8 lanes of a pixel read its 128 bytes of a corner as one line (4 lines a
@@ -259,7 +339,7 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
     }
     // the next weight tile to copy (storeSamples() advances it: one tile per reduction block, in order)
     unsigned char const* weight_next = reinterpret_cast<unsigned char const*>(
-        prep + (static_cast<int64_t>(group) * f.m_tiles + mt) * f.k_blocks * (Tile::kBM * kFusedBK));
+        prep + ((static_cast<int64_t>(group) * f.m_tiles + mt) * f.k_blocks + kb_first) * (Tile::kBM * kFusedBK));
     auto* table = reinterpret_cast<FusedCorner<T>*>(smem + kFusedStages * Tile::kStageBytes);
     int table_of = -1;  // (tap chunk, offset group) the corner table holds
 
@@ -282,10 +362,10 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
         }
     };
 
-    // The reduction block the next loadSamples() call reads, advanced one block per call (calls come in order of kb):
-    // tap k_local of tap chunk `chunk` (chunk_taps taps), channel block cb, in offset group og.
-    int k_local = 0, cb = 0, chunk = 0, chunk_taps = min(kFusedTableTaps, f.taps);
-    int og = group * f.per_group / f.per_offset_group;
+    // The reduction block the next loadSamples() call reads, advanced one block per call (calls come in order of kb),
+    // in offset group og.
+    FusedCursor at = f.at(kb_first);
+    int og = (group * f.per_group + at.cb * kFusedBK) / f.per_offset_group;
     int store_stage = 0;        // the stage the next storeSamples() call fills
     uint4 corner[kPix][4];      // [pixel][corner] of the block loaded and not yet stored
     uint32_t weights[kPix][2];  // its FusedCorner weights (w01, w23) per pixel
@@ -294,14 +374,14 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
     // used only by storeSamples() after the next barrier: the reads of block kb + 2 are in flight while the block
     // waits at the barrier and issues the wgmma of block kb + 1.
     auto loadSamples = [&]() {
-        if (chunk * f.offset_groups + og != table_of) {  // the same for every thread: the barriers are reached by all
-            table_of = chunk * f.offset_groups + og;
+        if (at.chunk * f.offset_groups + og != table_of) {  // the same for every thread: all reach the barriers
+            table_of = at.chunk * f.offset_groups + og;
             __syncthreads();  // every thread has read its entries of the table's last block
-            fillTable(chunk, og);
+            fillTable(at.chunk, og);
             __syncthreads();
         }
-        int const c0 = group * f.per_group + cb * kFusedBK + v * 8;
-        auto const* taps_of = reinterpret_cast<uint4 const*>(table + k_local * kFusedBN + first_pixel);
+        int const c0 = group * f.per_group + at.cb * kFusedBK + v * 8;
+        auto const* taps_of = reinterpret_cast<uint4 const*>(table + at.k_local * kFusedBN + first_pixel);
         int32_t const step[4] = {0, f.channels, row, row + f.channels};  // corner q from the top-left one
 #pragma unroll
         for (int jj = 0; jj < kPix; ++jj) {
@@ -318,15 +398,9 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
                 if ((flags >> q & 1) != 0) corner[jj][q] = __ldg(reinterpret_cast<uint4 const*>(input + (top_left + step[q])));
             }
         }
-        if (++k_local == chunk_taps) {  // advance to the next reduction block (FusedParams::decode's order)
-            k_local = 0;
-            if (++cb == f.cblocks) {
-                cb = 0;
-                ++chunk;
-                chunk_taps = min(kFusedTableTaps, f.taps - chunk * kFusedTableTaps);
-            }
-            og = (group * f.per_group + cb * kFusedBK) / f.per_offset_group;
-        }
+        int const cb = at.cb;
+        f.advance(at);
+        if (at.cb != cb) og = (group * f.per_group + at.cb * kFusedBK) / f.per_offset_group;
     };
     // The block loadSamples() read last, into its stage: its weight tile by cp.async (one group: the wait at the top
     // of the next iteration), its bilinear sums into the sample tile.
@@ -350,7 +424,6 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
 
     float acc[64];  // the first wgmma overwrites it (a zero fill would be an instruction ptxas must order the
                         // asynchronous wgmma after, serializing them)
-    int const k_blocks = f.k_blocks;
     // The pipeline (3 stages): iteration kb multiplies block kb, stores block kb + 1 (its weight tile and the samples
     // of the corners read by the iteration before) and loads the corners of block kb + 2 into registers. Block kb + 1
     // goes into the stage of kb - 2, whose wgmma every warpgroup waited for (wait_group 1 at the end of iteration
@@ -385,12 +458,25 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
     wgmmaWait<0>();
     pinRegisters(acc);
 
+    int const r = lane >> 2, q = lane & 3, w = warp & 3;
+    if (piece >= 0) {  // a piece of a tail tile: its FP32 sums as they are, fusedFixupKernel adds bias and pieces
+        float* const dst = partials + piece * (Tile::kBM * kFusedBN);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            int const row = wg * 64 + w * 16 + r + 8 * h;
+#pragma unroll
+            for (int j = 0; j < kFusedBN / 8; ++j) {
+                *reinterpret_cast<float2*>(dst + row * kFusedBN + 8 * j + 2 * q) =
+                    make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+            }
+        }
+        return;
+    }
     // Epilogue: D[oc][pixel] + bias, rounded to T, through shared memory (the stages are free once every wgmma and
     // copy is done) into the NCHW output by 16-byte stores of 8 pixels: written from the fragments directly, a warp's
     // store was 2 bytes a lane over 8 rows, and each pixel pair took an integer division.
     constexpr int kPitch = kFusedBN * 2 + 16;  // bytes per row: 16 more keeps the fragment stores conflict-free
     static_assert(Tile::kBM * kPitch <= kFusedStages * Tile::kStageBytes, "the output tile must fit the stages");
-    int const r = lane >> 2, q = lane & 3, w = warp & 3;
     __syncthreads();  // every warpgroup's last wgmma has read its stage
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -415,16 +501,34 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
         int64_t const channel = group * f.per_group_out + oc;
         T const* values = reinterpret_cast<T const*>(smem + row * kPitch) + (first - tile0);
         if (vector_rows && first + 8 <= f.total) {
-            int const im = first / f.pixels;
-            T* dst = out + (static_cast<int64_t>(im) * f.out_channels + channel) * f.pixels + (first - im * f.pixels);
-            *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<uint4 const*>(values);
+            *reinterpret_cast<uint4*>(out + fusedOutAt(f, channel, first)) = *reinterpret_cast<uint4 const*>(values);
         } else {
-            for (int e = 0; e < 8 && first + e < f.total; ++e) {
-                int const im = (first + e) / f.pixels;
-                out[(static_cast<int64_t>(im) * f.out_channels + channel) * f.pixels + (first + e - im * f.pixels)] =
-                    values[e];
-            }
+            for (int e = 0; e < 8 && first + e < f.total; ++e) out[fusedOutAt(f, channel, first + e)] = values[e];
         }
+    }
+}
+
+// The tail tiles' output: per element the pieces' partial sums in piece order (the same sum on every call), plus the
+// bias, rounded to T. Thread i: tail tile i / (kBM * kFusedBN), then row, then pixel (consecutive threads, consecutive
+// pixels of a row: coalesced reads).
+template <typename T, int BM>
+__global__ void fusedFixupKernel(float const* __restrict__ partials, T const* __restrict__ bias, T* __restrict__ out,
+                                 FusedParams const f, FusedSplit const split, int64_t elements) {
+    constexpr int kTile = BM * kFusedBN;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < elements;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        int64_t const t = i / kTile;
+        int const within = static_cast<int>(i - t * kTile), row = within / kFusedBN, px = within % kFusedBN;
+        int tile0, mt, group;
+        fusedTileOf(f, split.whole + t, tile0, mt, group);
+        int const oc = mt * BM + row;
+        if (oc >= f.per_group_out || tile0 + px >= f.total) continue;
+        float sum = 0.f;
+        float const* part = partials + t * split.pieces * kTile + within;
+        for (int p = 0; p < split.pieces; ++p) sum += part[p * kTile];
+        int64_t const channel = group * f.per_group_out + oc;
+        if (bias != nullptr) sum += toF32(bias[channel]);
+        out[fusedOutAt(f, channel, tile0 + px)] = fromF32<T>(sum);
     }
 }
 
@@ -450,9 +554,9 @@ inline int64_t fusedMTiles(OpSizes const& s) {
     return (s.out_channels / s.groups + bm - 1) / bm;
 }
 
-inline int64_t fusedBlocks(OpSizes const& s) {
-    return (s.n * s.pixels() + kFusedBN - 1) / kFusedBN * fusedMTiles(s) * s.groups;
-}
+// Pixel tiles (kFusedBN pixels of all images) and tiles (pixel tile, output-channel tile, conv group).
+inline int64_t fusedPixelTiles(OpSizes const& s) { return (s.n * s.pixels() + kFusedBN - 1) / kFusedBN; }
+inline int64_t fusedTiles(OpSizes const& s) { return fusedPixelTiles(s) * fusedMTiles(s) * s.groups; }
 
 inline int64_t fusedWeightBytes(OpSizes const& s) {
     return alignUp(s.groups * fusedMTiles(s) * 64 * fusedWarpgroups(s) * s.rows() * s.elem);
@@ -476,20 +580,29 @@ inline bool fusedFits(OpSizes const& s, Device const& dev, int64_t workspace_byt
                          cg % kFusedBK == 0 && (s.channels / s.offset_groups) % kFusedBK == 0 &&
                          s.n * s.height * s.width * s.channels <= kNarrow && s.n * s.pixels() <= kNarrow - kFusedBN &&
                          2 * s.offset_groups * s.taps() * s.pixels() <= kNarrow &&
-                         (s.n * s.pixels() + kFusedBN - 1) / kFusedBN <= kMaxGridX && s.groups <= kMaxGridYZ &&
-                         s.nhwcBytes() + fusedWeightBytes(s) <= workspace_bytes;
+                         fusedTiles(s) <= kMaxGridX - dev.sms && s.nhwcBytes() + fusedWeightBytes(s) <= workspace_bytes;
     if (!applies || mode == FusedMode::kWherever) return applies;
-    int64_t const blocks = fusedBlocks(s), waves = (blocks + dev.sms - 1) / dev.sms;
-    return blocks * 10 >= waves * dev.sms * 7;
+    int64_t const tiles = fusedTiles(s), waves = (tiles + dev.sms - 1) / dev.sms;
+    return tiles * 10 >= waves * dev.sms * 7;
 #else
     (void)s, (void)dev, (void)workspace_bytes;
     return false;
 #endif
 }
 
+// The cut of the tiles (fusedSplit), none where the workspace after the reordered weight (`room` bytes) cannot hold
+// the tail's partial sums.
+inline FusedSplit fusedSplitFor(OpSizes const& s, Device const& dev, int64_t room) {
+    int64_t const tiles = fusedTiles(s);
+    int const k_blocks = static_cast<int>(s.taps() * (s.channels / s.groups / kFusedBK));
+    FusedSplit const split = fusedSplit(tiles, dev.sms, k_blocks);
+    int64_t const bytes = (split.blocks(tiles) - split.whole) * 64 * fusedWarpgroups(s) * kFusedBN * 4;
+    return bytes <= room ? split : FusedSplit{tiles, 1};
+}
+
 template <typename T, int WG>
 cudaError_t launchFusedAs(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, T const* nhwc, T* prep,
-                          Device const& dev, cudaStream_t stream) {
+                          float* partials, FusedSplit const& split, Device const& dev, cudaStream_t stream) {
     using Tile = FusedTile<WG>;
     int64_t const mg = s.out_channels / s.groups, cg = s.channels / s.groups;
     FusedParams const f{static_cast<int32_t>(s.height), static_cast<int32_t>(s.width),
@@ -499,7 +612,8 @@ cudaError_t launchFusedAs(OpSizes const& s, TorchtrtExtDeformConv2dTensors const
                         static_cast<int32_t>(s.channels / s.offset_groups), static_cast<int32_t>(mg),
                         static_cast<int32_t>(s.out_channels), static_cast<int32_t>(cg / kFusedBK),
                         static_cast<int32_t>(s.taps() * (cg / kFusedBK)),
-                        static_cast<int32_t>(fusedMTiles(s)), static_cast<int32_t>(s.n * s.pixels())};
+                        static_cast<int32_t>(fusedMTiles(s)), static_cast<int32_t>(s.n * s.pixels()),
+                        static_cast<int32_t>(fusedPixelTiles(s))};
     int64_t const prep_chunks = s.groups * int64_t{f.m_tiles} * f.k_blocks * Tile::kBM * kFusedBK / 8;
     prepareFusedWeightKernel<T, Tile::kBM>
         <<<static_cast<unsigned>(std::min<int64_t>((prep_chunks + 255) / 256, int64_t{dev.sms} * 8)), 256, 0, stream>>>(
@@ -512,21 +626,30 @@ cudaError_t launchFusedAs(OpSizes const& s, TorchtrtExtDeformConv2dTensors const
     SampleParams const sp{s.channels, s.height, s.width, s.kernel_w, s.out_w, s.stride_h, s.stride_w, s.pad_h,
                           s.pad_w, s.dil_h, s.dil_w, s.taps(), s.pixels(), s.offset_groups, cg,
                           s.channels / s.offset_groups, s.rows(), s.rowsPad(), s.ld()};
-    dim3 const grid(static_cast<unsigned>((f.total + kFusedBN - 1) / kFusedBN), static_cast<unsigned>(f.m_tiles),
-                    static_cast<unsigned>(s.groups));
-    fusedKernel<T, WG><<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(
+    int64_t const tiles = fusedTiles(s), blocks = split.blocks(tiles);
+    fusedKernel<T, WG><<<static_cast<unsigned>(blocks), Tile::kThreads, Tile::kSmemBytes, stream>>>(
         nhwc, static_cast<T const*>(t.offset), static_cast<T const*>(t.mask), prep, static_cast<T const*>(t.bias),
-        static_cast<T*>(t.output), sp, f);
+        static_cast<T*>(t.output), partials, sp, f, split);
+    status = cudaGetLastError();
+    if (status != cudaSuccess || split.whole == tiles) return status;
+    int64_t const elements = (tiles - split.whole) * Tile::kBM * kFusedBN;
+    fusedFixupKernel<T, Tile::kBM>
+        <<<static_cast<unsigned>(std::min<int64_t>((elements + 255) / 256, int64_t{dev.sms} * 8)), 256, 0, stream>>>(
+            partials, static_cast<T const*>(t.bias), static_cast<T*>(t.output), f, split, elements);
     return cudaGetLastError();
 }
 
 // The whole op by the fused kernel (fusedFits holds), from the channels-last input nhwc; the reordered weight goes
-// to prep (fusedWeightBytes).
+// to `scratch` (fusedWeightBytes), the tail's partial sums after it (`room` bytes in all).
 template <typename T>
-cudaError_t launchFused(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, T const* nhwc, T* prep,
-                        Device const& dev, cudaStream_t stream) {
-    return fusedWarpgroups(s) == 4 ? launchFusedAs<T, 4>(s, t, nhwc, prep, dev, stream)
-                                   : launchFusedAs<T, 2>(s, t, nhwc, prep, dev, stream);
+cudaError_t launchFused(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, T const* nhwc,
+                        unsigned char* scratch, int64_t room, Device const& dev, cudaStream_t stream) {
+    int64_t const weight_bytes = fusedWeightBytes(s);
+    FusedSplit const split = fusedSplitFor(s, dev, room - weight_bytes);
+    T* const prep = reinterpret_cast<T*>(scratch);
+    auto* const partials = reinterpret_cast<float*>(scratch + weight_bytes);
+    return fusedWarpgroups(s) == 4 ? launchFusedAs<T, 4>(s, t, nhwc, prep, partials, split, dev, stream)
+                                   : launchFusedAs<T, 2>(s, t, nhwc, prep, partials, split, dev, stream);
 }
 
 }  // namespace deform_conv2d_detail

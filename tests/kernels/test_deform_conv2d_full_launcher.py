@@ -31,6 +31,9 @@ from torchtrt_ext.ops.deform_conv2d import columns_to_output, sample_columns
 ROOT = Path(__file__).resolve().parents[2]
 CUDA_ERROR_INVALID_VALUE = 1
 TOLERANCES = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}
+# The GPU's multiprocessor count (an H200's 132 without one): the fused kernel cuts the tiles of a last wave that is
+# mostly idle into pieces (fusedSplit in csrc/kernels/deform_conv2d_sm90.cuh), so two cases are sized by it.
+SMS = torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else 132
 # n, c_in, c_out, h, w, (kh, kw), stride, padding, dilation, groups, offset_groups, offset sigma, bias, mask
 CASES = {
     "plain_no_bias_no_mask": (2, 8, 16, 9, 10, (3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 2.0, False, "none"),
@@ -70,6 +73,13 @@ CASES = {
     "fused_7x7": (1, 128, 128, 14, 13, (7, 7), (1, 1), (3, 3), (1, 1), 1, 1, 2.0, True, "rand"),
     # many pixel tiles over several waves of blocks, a last partial tile
     "fused_many_tiles": (3, 64, 256, 37, 41, (3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 2.0, True, "rand"),
+    # (the cases above have fewer tiles than the GPU has multiprocessors: every tile is cut into pieces of reduction
+    # blocks whose partial sums a second kernel adds up)
+    # exactly one tile per multiprocessor, the last one ragged: every tile whole, nothing cut
+    "fused_whole_wave": (1, 64, 64, 8, 16 * SMS - 1, (3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 2.0, True, "rand"),
+    # a wave of whole tiles, then 1-2 tiles (conv group 2's last pixel tiles, the last ragged) cut into pieces
+    "fused_split_tail": (1, 128, 192, 8, ((SMS // 2 + 1) * 128 - 48) // 8, (3, 3), (1, 1), (1, 1), (1, 1), 2, 2, 2.0,
+                         True, "rand"),
 }
 FUSED = [name for name in CASES if name.startswith("fused_")]
 
@@ -445,6 +455,8 @@ def test_the_fused_cases_take_the_path_torchtrt_ext_dcn_fused_names(name: str, d
     fused = any("fusedKernel" in n for n in names)
     columns = any("sampleKernel" in n for n in names)
     assert (fused and not columns) if mode == "1" else (columns and not fused), names
+    if name in ("fused_whole_wave", "fused_split_tail"):  # (the others' cut depends on the workspace's room too)
+        assert any("fusedFixupKernel" in n for n in names) == (mode == "1" and name == "fused_split_tail"), names
 
 
 @pytest.mark.gpu

@@ -1,0 +1,55 @@
+"""The fused DeformConv2d kernel's plan on the CPU: deform_conv2d_plan_check.cu (host code only, no GPU) is built with
+nvcc and run.
+
+It asserts our own planning logic, not that any kernel runs: the reduction-block order the kernel walks from any
+block equals the one computed per block, whose inverse places the reordered weight's tiles, for kernels of 1 to 50
+taps and 1 to 6 channel blocks; the cut of a mostly idle
+last wave's tiles into pieces (fusedSplit) for 1 to 1200 tiles on 7 multiprocessor counts; and the cuts of the
+benchmark cases on an H200 (csrc/kernels/deform_conv2d_sm90.cuh). Skipped, with the reason, where there is no CUDA
+compiler. The kernels that follow the plan are tested on the GPU (test_deform_conv2d_full_launcher.py).
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.plugins._plugin_harness import ROOT, cuda_home
+
+SOURCE = Path(__file__).resolve().parent / "deform_conv2d_plan_check.cu"
+_CASE = re.compile(r"^case (\w+) tiles=(\d+) whole=(\d+) pieces=(\d+) blocks=(\d+)$", re.MULTILINE)
+
+
+@pytest.fixture(scope="module")
+def plan_report(tmp_path_factory: pytest.TempPathFactory) -> str:
+    nvcc = cuda_home() / "bin" / "nvcc"
+    if not nvcc.is_file():
+        pytest.skip(f"nvcc not found at {nvcc}: set CUDA_HOME to a CUDA toolkit")
+    exe = tmp_path_factory.mktemp("plan") / "deform_conv2d_plan_check"
+    kernels = ROOT / "csrc" / "kernels"
+    subprocess.run([str(nvcc), "-std=c++17", "-O1", "-gencode", "arch=compute_75,code=sm_75", "-I", str(ROOT / "csrc"),
+                    str(SOURCE), str(kernels / "cublaslt.cu"), str(kernels / "cuda_runtime_info.cu"), "-o", str(exe),
+                    "-ldl"], check=True, capture_output=True, text=True)
+    run = subprocess.run([str(exe)], capture_output=True, text=True)
+    assert run.returncode == 0, f"failed checks:\n{run.stdout[-3000:]}"
+    return run.stdout
+
+
+def test_every_order_and_cut_holds(plan_report: str) -> None:
+    summary = plan_report.strip().splitlines()[-1]
+    match = re.fullmatch(r"checked (\d+) orders and splits, (\d+) failed", summary)
+    assert match, f"no summary line: {summary!r}"
+    checked, failed = map(int, match.groups())
+    assert checked > 2_000_000 and failed == 0, summary
+
+
+def test_benchmark_cases_get_their_cuts(plan_report: str) -> None:
+    cases = {m.group(1): tuple(map(int, m.group(2, 3, 4, 5))) for m in _CASE.finditer(plan_report)}
+    # (tiles, whole, pieces, blocks): 400 tiles took 4 waves of 132, the last holding 4; now 3 waves and 4 x 16 pieces
+    assert cases["8x256x80x80"] == (400, 396, 16, 460)
+    assert cases["8x256x80x80_no_room"] == (400, 400, 1, 400), "no room for the partial sums: nothing is cut"
+    assert cases["8x256x64x64"] == (256, 256, 1, 256), "a last wave of 124 of 132 tiles stays whole"
+    assert cases["4x128x100x76"] == (238, 238, 1, 238)
+    assert cases["1x64x40x40"] == (13, 0, 4, 52), "9 reduction blocks: pieces of at least 2"
