@@ -361,17 +361,23 @@ __device__ __forceinline__ Corners<Idx> cornersOf(T const* __restrict__ offset, 
     float const dy = toF32(offset[off]);
     float const dx = toF32(offset[off + pixels]);
     float const m = mask != nullptr ? toF32(mask[(plane * taps + k) * pixels + pix]) : 1.f;
-    float const y = static_cast<float>(static_cast<int64_t>(oy) * p.stride_h - p.pad_h + i * p.dil_h) + dy;
-    float const x = static_cast<float>(static_cast<int64_t>(ox) * p.stride_w - p.pad_w + j * p.dil_w) + dx;
+    // The sampling point is (by + dy, bx + dx) with integer by, bx. Its floor and fraction are taken as by + floor(dy)
+    // and dy - floor(dy): both exact in FP32 (integers below 2^24; past that, outside any image of fewer rows or
+    // columns), where y = by + dy keeps 24 bits and past 2048 pixels rounded the fraction to 1/4096 (a relative error
+    // of 3e-5 against float64 at width 2111 in FP32, where 1e-5 is the bar). Same instruction count.
+    float const by = static_cast<float>(static_cast<int64_t>(oy) * p.stride_h - p.pad_h + i * p.dil_h);
+    float const bx = static_cast<float>(static_cast<int64_t>(ox) * p.stride_w - p.pad_w + j * p.dil_w);
+    float const fy = floorf(dy), fx = floorf(dx);
+    float const y0f = by + fy, x0f = bx + fx;
+    float const ly = dy - fy, lx = dx - fx;
     int const h = static_cast<int>(p.height);
     int const w = static_cast<int>(p.width);
     Corners<Idx> c{{0.f, 0.f, 0.f, 0.f}, {-1, -1, -1, -1}};
-    if (y > -1.f && y < static_cast<float>(h) && x > -1.f && x < static_cast<float>(w)) {  // false for NaN
-        float const y0f = floorf(y);
-        float const x0f = floorf(x);
+    // inside (-1, height) x (-1, width), torchvision's rule, for y = y0 + ly (0 <= ly < 1; -1 + ly rounds to -1 only
+    // for ly below 2^-25, whose weight is negligible); false for NaN and inf
+    if (y0f + ly > -1.f && y0f < static_cast<float>(h) && x0f + lx > -1.f && x0f < static_cast<float>(w)) {
         int const y0 = static_cast<int>(y0f);
         int const x0 = static_cast<int>(x0f);
-        float const ly = y - y0f, lx = x - x0f;
         float const hy = 1.f - ly, hx = 1.f - lx;
         bool const top = y0 >= 0, bottom = y0 + 1 <= h - 1, left = x0 >= 0, right = x0 + 1 <= w - 1;
         Idx const channels = static_cast<Idx>(p.channels);
