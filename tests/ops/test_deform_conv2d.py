@@ -190,6 +190,18 @@ def test_border_rules_point_by_point() -> None:
         assert abs(got.item() - expected) < 1e-5, (y, xx, got.item(), expected)
 
 
+def test_float32_math_keeps_its_accuracy_on_wide_images() -> None:
+    """Past 2048 pixels, base + offset in float32 rounds the sampling point's fraction to 1/4096 of a pixel (3e-5 of
+    relative error at width 2111); the floor and fraction are taken from the offset itself (as the CUDA kernels do)."""
+    g = torch.Generator().manual_seed(0)
+    x, offset = torch.randn(1, 4, 3, 2111, generator=g), torch.randn(1, 18, 3, 2111, generator=g) * 2
+    mask, weight = torch.rand(1, 9, 3, 2111, generator=g), torch.randn(8, 4, 3, 3, generator=g) * 0.1
+    got = torch_deform_conv2d(x, offset, weight, None, mask, (1, 1), (1, 1), (1, 1), 1, 1)
+    cols = _DEFORM_MODULE.sample_columns(x.double(), offset.double(), mask.double(), (3, 3), (1, 1), (1, 1), (1, 1), 1)
+    ref = _DEFORM_MODULE.columns_to_output(cols, weight.double(), None, 1, (3, 2111))
+    assert got.dtype == torch.float32 and rel_err(got.double(), ref) < 1e-5
+
+
 @pytest.mark.parametrize("dtype,tol", [(torch.float16, 2e-3), (torch.bfloat16, 1e-2)])
 def test_low_precision(dtype: torch.dtype, tol: float) -> None:
     case = _case(**CASES["offset_groups2"])
