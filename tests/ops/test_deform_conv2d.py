@@ -353,6 +353,21 @@ def test_decomposition_matches_eager(exporter: str, name: str, mask: bool, bias:
         assert rel_err(got, ref) < 1e-5
 
 
+def test_decomposition_keeps_float32_accuracy_on_wide_images() -> None:
+    """The decomposed graph (onnxruntime, float32) at width 2111 against float64: within 1e-5, the sampling point's
+    floor and fraction taken from the offset (base + offset in float32 gave 1.5e-5 here)."""
+    case = dict(h=3, w=2111, sigma=2.0)
+    model = OpModel(**case).eval()
+    decomposed = torchtrt_ext.passes.decompose_custom_ops(torchtrt_ext.export_onnx(model, _inputs(1, **case)))
+    x, offset, m = _inputs(1, seed=7, **case)
+    (got,) = run_onnx(decomposed, {"x": x, "offset": offset, "mask": m})
+    conv = model.conv
+    cols = _DEFORM_MODULE.sample_columns(x.double() * 2.0, offset.double(), m.double().sigmoid(), (3, 3),
+                                         conv.stride, conv.padding, conv.dilation, 1)
+    ref = _DEFORM_MODULE.columns_to_output(cols, conv.weight.double(), conv.bias.double(), 1, (3, 2111)) + 1.0
+    assert rel_err(got, ref) < 1e-5
+
+
 @pytest.mark.parametrize("exporter", EXPORTERS)
 def test_decomposition_with_dynamic_spatial_size(exporter: str) -> None:
     """Dynamic batch and spatial dims (the offset's and mask's named apart from the input's) through either exporter:

@@ -269,14 +269,15 @@ def _decompose(d: Decomposer, inputs: list[str], outputs: list[str], stride: _Pa
     # offsets [N, og, K, 2, Ho, Wo] -> sampling points [N, og, K*Ho*Wo]
     off6 = d.op("Reshape", off, cat(n, og_t, k, d.const([2], i64), ho, wo))
     flat = cat(n, og_t, d.op("Mul", k, d.op("Mul", ho, wo)))
-    ys = d.op("Reshape", d.op("Add", base_y, d.op("Gather", off6, d.const(0, i64), axis=3)), flat)
-    xs = d.op("Reshape", d.op("Add", base_x, d.op("Gather", off6, d.const(1, i64), axis=3)), flat)
+    # the points' floor and fraction from the offsets (exact, as sample_columns takes them)
+    off_y, off_x = d.op("Gather", off6, d.const(0, i64), axis=3), d.op("Gather", off6, d.const(1, i64), axis=3)
+    fy, fx = d.op("Floor", off_y), d.op("Floor", off_x)
+    y0f, x0f = d.op("Reshape", d.op("Add", base_y, fy), flat), d.op("Reshape", d.op("Add", base_x, fx), flat)
+    ly, lx = d.op("Reshape", d.op("Sub", off_y, fy), flat), d.op("Reshape", d.op("Sub", off_x, fx), flat)
     hf, wf = d.op("Cast", h, to=f32), d.op("Cast", wd, to=f32)
     minus_one = d.const(-1.0)
-    inside = d.op("And", d.op("And", d.op("Greater", ys, minus_one), d.op("Less", ys, hf)),
-                  d.op("And", d.op("Greater", xs, minus_one), d.op("Less", xs, wf)))
-    y0f, x0f = d.op("Floor", ys), d.op("Floor", xs)
-    ly, lx = d.op("Sub", ys, y0f), d.op("Sub", xs, x0f)
+    inside = d.op("And", d.op("And", d.op("Greater", d.op("Add", y0f, ly), minus_one), d.op("Less", y0f, hf)),
+                  d.op("And", d.op("Greater", d.op("Add", x0f, lx), minus_one), d.op("Less", x0f, wf)))
     one_f = d.const(1.0)
     hy, hx = d.op("Sub", one_f, ly), d.op("Sub", one_f, lx)
     y0, x0 = d.op("Cast", y0f, to=7), d.op("Cast", x0f, to=7)  # INT64
