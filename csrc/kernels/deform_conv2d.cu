@@ -451,9 +451,9 @@ __global__ void __launch_bounds__(kThreads, kSampleBlocks)
     Idx const out_w = static_cast<Idx>(p.out_w), out_h = static_cast<Idx>(p.pixels / p.out_w);
     Idx const pixels = static_cast<Idx>(p.pixels), per_group = static_cast<Idx>(p.per_group);
     int const taps = static_cast<int>(p.taps);
-    unsigned const slice = blockIdx.x % t.slices;
-    unsigned const tap_group = blockIdx.x / t.slices % static_cast<unsigned>(t.tap_groups);
-    Idx const x0 = static_cast<Idx>(blockIdx.x / t.slices / static_cast<unsigned>(t.tap_groups)) * kTileW;
+    unsigned const slice = blockIdx.x % t.slices, rest = blockIdx.x / t.slices;
+    unsigned const tap_group = rest % static_cast<unsigned>(t.tap_groups);
+    Idx const x0 = static_cast<Idx>(rest / static_cast<unsigned>(t.tap_groups)) * kTileW;
     int const first_tap = static_cast<int>(tap_group) * t.group_taps, end_tap = min(taps, first_tap + t.group_taps);
     Idx const c = static_cast<Idx>((slice << t.slice_shift) + (threadIdx.x & ((1u << t.slice_shift) - 1))) * VEC;
     Idx const gc = c / per_group;
@@ -497,21 +497,22 @@ __global__ void __launch_bounds__(kThreads, kSampleBlocks)
 }
 
 // The sampling kernel of float32 split into bf16 pairs. Item = (image * P + pixel) * runs + run: the thread
-// interpolates its run's VEC channels at every tap, computing each tap's corners itself, and stores each tap's hi
-// parts as one pack (row k * Cg + cg) and its lo parts rows_pad further, then, as the group's last run, the ones row
-// and the zeros after it. The tiled kernel above is slower here: its table indices and slice bookkeeping, with 8
-// floats per thread and their hi/lo packs, do not fit 64 registers (it spilled), and the split sampler's 32-byte
-// corner reads, not its instruction count, bound it.
+// interpolates its run's VEC channels at the group_taps taps of tap group blockIdx.y, computing each tap's corners
+// itself, and stores each tap's hi parts as one pack (row k * Cg + cg) and its lo parts rows_pad further, then, as
+// the group's last run in tap group 0, the ones row and the zeros after it. Small problems split the taps into
+// groups until the blocks fill every multiprocessor's kSampleBlocks (sampleSplitGroupTaps; at
+// 1x64x40x40 the 50 blocks of 9 sequential taps, each a round trip to memory, are 450 blocks of one). The tiled kernel
+// above is slower here: its table indices and slice bookkeeping, with 8 floats per thread and their hi/lo packs, do
+// not fit 64 registers (it spilled), and the split sampler's 32-byte corner reads, not its instruction count, bound it.
 template <int VEC, typename Idx>
 __global__ void __launch_bounds__(kThreads, kSampleBlocks)
     sampleSplitKernel(float const* __restrict__ input, float const* __restrict__ offset, float const* __restrict__ mask,
-                      __nv_bfloat16* __restrict__ columns, SampleParams const p, Idx const items,
+                      __nv_bfloat16* __restrict__ columns, SampleParams const p, Idx const items, int const group_taps,
                       WeightCopy<float, __nv_bfloat16> const copy) {
     copyWeight(copy);
     Idx const runs = static_cast<Idx>(p.channels / VEC);
     Idx const pixels = static_cast<Idx>(p.pixels);
     Idx const out_w = static_cast<Idx>(p.out_w);
-    int const taps = static_cast<int>(p.taps);
     for (Idx item = static_cast<Idx>(blockIdx.x) * kThreads + threadIdx.x; item < items;
          item += static_cast<Idx>(gridDim.x) * kThreads) {
         Idx const global_pix = item / runs;
@@ -527,8 +528,9 @@ __global__ void __launch_bounds__(kThreads, kSampleBlocks)
         float const* src = input + static_cast<int64_t>(img) * p.height * p.width * p.channels + c;
         __nv_bfloat16* group_rows = columns + static_cast<int64_t>(global_pix) * p.ld + gc * p.rows_pad * 2;
         __nv_bfloat16* dst = group_rows + cg;
+        int const first_tap = static_cast<int>(blockIdx.y) * group_taps;  // (here: fewer registers across the loop)
 #pragma unroll 1
-        for (int k = 0; k < taps; ++k) {
+        for (int k = first_tap, end = min(static_cast<int>(p.taps), first_tap + group_taps); k < end; ++k) {
             float tap[VEC];
             interpolate<float, VEC, Idx>(src, cornersOf<float, Idx>(offset, mask, p, plane, pix, oy, ox, k), tap);
             Pack<__nv_bfloat16, VEC> hi, lo;
@@ -541,7 +543,7 @@ __global__ void __launch_bounds__(kThreads, kSampleBlocks)
             writePack(dst + k * p.per_group, hi);
             writePack(dst + p.rows_pad + k * p.per_group, lo);
         }
-        if (cg + VEC == p.per_group) {
+        if (cg + VEC == p.per_group && first_tap == 0) {
             for (int64_t r = p.rows; r < p.rows_pad; ++r) {
                 group_rows[r] = __float2bfloat16_rn(r == p.rows);
                 group_rows[p.rows_pad + r] = __float2bfloat16_rn(0.f);
@@ -595,18 +597,28 @@ cudaError_t launchSample(T const* input, T const* offset, T const* mask, T* colu
     return cudaGetLastError();
 }
 
+// Taps per tap group of the split sampler: all of them, unless its blocks of all taps leave multiprocessors short of
+// kSampleBlocks; then as few as fill them (sampleTiles' rule for the tiled kernel).
+inline int sampleSplitGroupTaps(int64_t base_items, int64_t taps, int sms) {
+    int64_t const blocks = (base_items + kThreads - 1) / kThreads;
+    int64_t const wanted = std::min<int64_t>(taps, (int64_t{sms} * kSampleBlocks + blocks - 1) / blocks);
+    return static_cast<int>((taps + wanted - 1) / wanted);
+}
+
 template <int VEC>
 cudaError_t launchSampleSplit(float const* input, float const* offset, float const* mask, __nv_bfloat16* columns,
                               SampleParams const& p, int64_t images, WeightCopy<float, __nv_bfloat16> const& copy,
                               int sms, cudaStream_t stream) {
     int64_t const items = images * p.pixels * (p.channels / VEC);
+    int const group_taps = sampleSplitGroupTaps(items, p.taps, sms);
     int64_t const blocks = std::min<int64_t>((items + kThreads - 1) / kThreads, int64_t{sms} * 16);
+    dim3 const grid(static_cast<unsigned>(blocks), static_cast<unsigned>((p.taps + group_taps - 1) / group_taps));
     if (items <= 0x7fffffff - kThreads * blocks && narrowIndices(p, images)) {
-        sampleSplitKernel<VEC, int32_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-            input, offset, mask, columns, p, static_cast<int32_t>(items), copy);
+        sampleSplitKernel<VEC, int32_t><<<grid, kThreads, 0, stream>>>(input, offset, mask, columns, p,
+                                                                       static_cast<int32_t>(items), group_taps, copy);
     } else {
-        sampleSplitKernel<VEC, int64_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-            input, offset, mask, columns, p, items, copy);
+        sampleSplitKernel<VEC, int64_t><<<grid, kThreads, 0, stream>>>(input, offset, mask, columns, p, items,
+                                                                       group_taps, copy);
     }
     return cudaGetLastError();
 }

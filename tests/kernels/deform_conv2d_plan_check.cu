@@ -1,9 +1,10 @@
-// Host-only check of the fused DeformConv2d kernel's plan (runs without a GPU; tests/kernels/test_deform_conv2d_plan.py
-// builds and runs it): the reduction-block order the kernel walks (FusedParams::advance from any block) against the
-// one FusedParams::at computes per block, at()'s inverse (blockOf, where the weight reorder puts a tap's tile), and the cut of the tiles (fusedSplit) into whole tiles
-// and pieces of a tail. A failed check prints "FAIL <what>"; then one line per benchmark case:
+// Host-only check of the DeformConv2d kernels' plans (runs without a GPU; tests/kernels/test_deform_conv2d_plan.py
+// builds and runs it): the fused kernel's reduction-block order as it walks it (FusedParams::advance from any block)
+// against FusedParams::at per block and at()'s inverse (blockOf, where the weight reorder puts a tap's tile); the cut
+// of the fused kernel's tiles (fusedSplit) into whole tiles and pieces of a tail; the float32 split sampler's taps per
+// block (sampleSplitGroupTaps). A failed check prints "FAIL <what>"; then one line per benchmark case:
 //     case <name> tiles=<t> whole=<w> pieces=<p> blocks=<b>
-// and the last line is "checked <n> orders and splits, <f> failed".
+// the split sampler's line, and last "checked <n> orders and splits, <f> failed".
 #include "kernels/deform_conv2d.cu"
 
 #include <cstdio>
@@ -110,6 +111,22 @@ int main() {
     printCase("8x256x80x80_no_room", sizesOf(8, 256, 256, 80, 80), h200, 4 * 16 * 256 * 128 * 4 - 1);
     printCase("4x128x100x76", sizesOf(4, 128, 128, 100, 76), h200, plenty);
     printCase("1x64x40x40", sizesOf(1, 64, 64, 40, 40), h200, plenty);
+    // the float32 split sampler's taps per block (sampleSplitGroupTaps): 1x64x40x40 (runs of 8 channels), 8x256x64x64
+    std::printf("split_sampler small group_taps=%d large group_taps=%d\n", sampleSplitGroupTaps(1600 * 8, 9, 132),
+                sampleSplitGroupTaps(int64_t{8} * 4096 * 32, 9, 132));
+    for (int64_t items = 1; items <= 4000000; items = items * 3 + 1) {
+        for (int taps : {1, 2, 9, 25, 49}) {
+            int const g = sampleSplitGroupTaps(items, taps, 132);
+            // at most as many tap groups as fill every multiprocessor's kSampleBlocks, and the fewest taps per group
+            // that keeps to that: one tap less per group would make more groups than needed
+            int64_t const base = (items + kThreads - 1) / kThreads;
+            int64_t const needed = std::min<int64_t>(taps, (132 * kSampleBlocks + base - 1) / base);
+            expect(g >= 1 && g <= taps && (taps + g - 1) / g <= needed && (g == 1 || (taps + g - 2) / (g - 1) > needed) &&
+                       (taps == 1 || (base < 132 * kSampleBlocks) == (g < taps)),
+                   "split sampler: the fewest taps per block that keep the tap groups to those that fill the GPU",
+                   items, taps, g);
+        }
+    }
     std::printf("checked %lld orders and splits, %lld failed\n", static_cast<long long>(checked),
                 static_cast<long long>(failed));
     return failed == 0 ? 0 : 1;

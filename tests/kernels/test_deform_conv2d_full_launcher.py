@@ -7,7 +7,8 @@ PyTorch math in float64), tolerances of issue 9: relative error < 1e-5 float32, 
 cases with and without bias/mask, stride 2, dilation 2, groups, offset groups, rectangular kernels, odd channel counts
 (the unaligned GEMM and sampling paths), offsets reaching outside the image, several GEMM tiles with ragged edges,
 misaligned pointers, channels-last input, a workspace poisoned with NaN, and a workspace that holds one image; on an
-H100/H200 the fused implicit GEMM (fp16/bf16) on its own edge cases, forced on and off by TORCHTRT_EXT_DCN_FUSED in
+H100/H200 the fused implicit GEMM (fp16/bf16) on its own edge cases (among them tiles cut into pieces whose partial sums
+a second kernel adds up, and a whole wave of tiles, nothing cut), forced on and off by TORCHTRT_EXT_DCN_FUSED in
 subprocesses, and the default route's choice by shape.
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@ nvcc and run.
 
 It asserts our own planning logic, not that any kernel runs: the reduction-block order the kernel walks from any
 block equals the one computed per block, whose inverse places the reordered weight's tiles, for kernels of 1 to 50
-taps and 1 to 6 channel blocks; the cut of a mostly idle
+taps and 1 to 6 channel blocks; the float32 split sampler's taps per block; the cut of a mostly idle
 last wave's tiles into pieces (fusedSplit) for 1 to 1200 tiles on 7 multiprocessor counts; and the cuts of the
 benchmark cases on an H200 (csrc/kernels/deform_conv2d_sm90.cuh). Skipped, with the reason, where there is no CUDA
 compiler. The kernels that follow the plan are tested on the GPU (test_deform_conv2d_full_launcher.py).
@@ -53,3 +53,8 @@ def test_benchmark_cases_get_their_cuts(plan_report: str) -> None:
     assert cases["8x256x64x64"] == (256, 256, 1, 256), "a last wave of 124 of 132 tiles stays whole"
     assert cases["4x128x100x76"] == (238, 238, 1, 238)
     assert cases["1x64x40x40"] == (13, 0, 4, 52), "9 reduction blocks: pieces of at least 2"
+
+
+def test_the_float32_split_sampler_splits_the_taps_of_small_problems_only(plan_report: str) -> None:
+    # 1x64x40x40: 50 blocks of all 9 taps -> 450 blocks of one; 8x256x64x64: 4096 blocks keep every tap
+    assert "split_sampler small group_taps=1 large group_taps=9" in plan_report
