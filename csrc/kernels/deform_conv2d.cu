@@ -497,22 +497,26 @@ __global__ void __launch_bounds__(kThreads, kSampleBlocks)
 }
 
 // The sampling kernel of float32 split into bf16 pairs. Item = (image * P + pixel) * runs + run: the thread
-// interpolates its run's VEC channels at the group_taps taps of tap group blockIdx.y, computing each tap's corners
-// itself, and stores each tap's hi parts as one pack (row k * Cg + cg) and its lo parts rows_pad further, then, as
-// the group's last run in tap group 0, the ones row and the zeros after it. Small problems split the taps into
-// groups until the blocks fill every multiprocessor's kSampleBlocks (sampleSplitGroupTaps; at
-// 1x64x40x40 the 50 blocks of 9 sequential taps, each a round trip to memory, are 450 blocks of one). The tiled kernel
+// interpolates its run's VEC channels at every tap (Grouped: the group_taps taps of tap group blockIdx.y), computing
+// each tap's corners itself, and stores each tap's hi parts as one pack (row k * Cg + cg) and its lo parts rows_pad
+// further, then, as the group's last run (in tap group 0), the ones row and the zeros after it. Small problems split
+// the taps into groups until the blocks fill every multiprocessor's kSampleBlocks (sampleSplitGroupTaps; at 1x64x40x40
+// the 50 blocks of 9 sequential taps, each a round trip to memory, are 450 blocks of one: 9.8 -> 5.7 us); the others
+// run the kernel without groups, the code they ran before (the grouped kernel with one group took 156.7 us at
+// 8x256x64x64 in the H200 run after one where this one took 138.7: bench/README.md, session 13). The tiled kernel
 // above is slower here: its table indices and slice bookkeeping, with 8 floats per thread and their hi/lo packs, do
 // not fit 64 registers (it spilled), and the split sampler's 32-byte corner reads, not its instruction count, bound it.
-template <int VEC, typename Idx>
+template <int VEC, typename Idx, bool Grouped>
 __global__ void __launch_bounds__(kThreads, kSampleBlocks)
     sampleSplitKernel(float const* __restrict__ input, float const* __restrict__ offset, float const* __restrict__ mask,
-                      __nv_bfloat16* __restrict__ columns, SampleParams const p, Idx const items, int const group_taps,
-                      WeightCopy<float, __nv_bfloat16> const copy) {
+                      __nv_bfloat16* __restrict__ columns, SampleParams const p, Idx const items,
+                      int const group_taps, WeightCopy<float, __nv_bfloat16> const copy) {
     copyWeight(copy);
     Idx const runs = static_cast<Idx>(p.channels / VEC);
     Idx const pixels = static_cast<Idx>(p.pixels);
     Idx const out_w = static_cast<Idx>(p.out_w);
+    int const first_tap = Grouped ? static_cast<int>(blockIdx.y) * group_taps : 0;
+    int const end_tap = Grouped ? min(static_cast<int>(p.taps), first_tap + group_taps) : static_cast<int>(p.taps);
     for (Idx item = static_cast<Idx>(blockIdx.x) * kThreads + threadIdx.x; item < items;
          item += static_cast<Idx>(gridDim.x) * kThreads) {
         Idx const global_pix = item / runs;
@@ -528,9 +532,8 @@ __global__ void __launch_bounds__(kThreads, kSampleBlocks)
         float const* src = input + static_cast<int64_t>(img) * p.height * p.width * p.channels + c;
         __nv_bfloat16* group_rows = columns + static_cast<int64_t>(global_pix) * p.ld + gc * p.rows_pad * 2;
         __nv_bfloat16* dst = group_rows + cg;
-        int const first_tap = static_cast<int>(blockIdx.y) * group_taps;  // (here: fewer registers across the loop)
 #pragma unroll 1
-        for (int k = first_tap, end = min(static_cast<int>(p.taps), first_tap + group_taps); k < end; ++k) {
+        for (int k = first_tap; k < end_tap; ++k) {
             float tap[VEC];
             interpolate<float, VEC, Idx>(src, cornersOf<float, Idx>(offset, mask, p, plane, pix, oy, ox, k), tap);
             Pack<__nv_bfloat16, VEC> hi, lo;
@@ -610,15 +613,19 @@ cudaError_t launchSampleSplit(float const* input, float const* offset, float con
                               SampleParams const& p, int64_t images, WeightCopy<float, __nv_bfloat16> const& copy,
                               int sms, cudaStream_t stream) {
     int64_t const items = images * p.pixels * (p.channels / VEC);
-    int const group_taps = sampleSplitGroupTaps(items, p.taps, sms);
     int64_t const blocks = std::min<int64_t>((items + kThreads - 1) / kThreads, int64_t{sms} * 16);
-    dim3 const grid(static_cast<unsigned>(blocks), static_cast<unsigned>((p.taps + group_taps - 1) / group_taps));
-    if (items <= 0x7fffffff - kThreads * blocks && narrowIndices(p, images)) {
-        sampleSplitKernel<VEC, int32_t><<<grid, kThreads, 0, stream>>>(input, offset, mask, columns, p,
-                                                                       static_cast<int32_t>(items), group_taps, copy);
+    bool const narrow = items <= 0x7fffffff - kThreads * blocks && narrowIndices(p, images);
+    int const group_taps = sampleSplitGroupTaps(items, p.taps, sms);
+    if (narrow && group_taps < p.taps) {
+        dim3 const grid(static_cast<unsigned>(blocks), static_cast<unsigned>((p.taps + group_taps - 1) / group_taps));
+        sampleSplitKernel<VEC, int32_t, true><<<grid, kThreads, 0, stream>>>(
+            input, offset, mask, columns, p, static_cast<int32_t>(items), group_taps, copy);
+    } else if (narrow) {
+        sampleSplitKernel<VEC, int32_t, false><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+            input, offset, mask, columns, p, static_cast<int32_t>(items), 0, copy);
     } else {
-        sampleSplitKernel<VEC, int64_t><<<grid, kThreads, 0, stream>>>(input, offset, mask, columns, p, items,
-                                                                       group_taps, copy);
+        sampleSplitKernel<VEC, int64_t, false><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+            input, offset, mask, columns, p, items, 0, copy);
     }
     return cudaGetLastError();
 }
