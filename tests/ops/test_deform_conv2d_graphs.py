@@ -11,7 +11,7 @@ from onnx import helper
 
 from tests.helpers import rel_err, run_onnx
 from tests.ops.test_deform_conv2d import CASES, _case, _run
-from torchtrt_ext.ops.deform_conv2d import SPEC
+from torchtrt_ext.ops.deform_conv2d import SPEC, torch_deform_conv2d
 from torchtrt_ext.passes import decompose_custom_ops
 
 NAMES = ("x", "offset", "weight", "bias", "mask")
@@ -69,3 +69,18 @@ def test_float16_inputs_give_a_float16_result_computed_in_float32() -> None:
     assert got.dtype == "float16"
     ref = _run({k: v.half() if isinstance(v, torch.Tensor) else v for k, v in case.items()}).float()
     assert rel_err(torch.from_numpy(got).float(), ref) < 2e-3
+
+
+@pytest.mark.parametrize("point", [(-1.0, 1.0), (1.0, -1.0), (-1.0, -1.0), (-1.0, 0.5), (-5.0, 1.0), (1.0, 9.0),
+                                   (3.0, 1.0)])
+def test_a_point_outside_reads_nothing_beside_inf_pixels(point: tuple[float, float]) -> None:
+    """torchvision samples the open (-1, H) x (-1, W) and skips each corner outside the image: such a point gives 0,
+    also where the pixels it would be clamped to are inf (0 times the clamped pixel was NaN), and so does a point
+    exactly on y = -1 or x = -1 (its in-image corners have weight 0): the eager math and the decomposition."""
+    x = torch.full((1, 1, 3, 3), float("inf"))
+    x[0, 0, 1, 1] = 1.0  # inf all around the one finite pixel
+    case = {"x": x, "offset": torch.tensor(point).view(1, 2, 1, 1), "weight": torch.ones(1, 1, 1, 1), "bias": None,
+            "mask": None, "stride": (3, 3), "padding": (0, 0), "dilation": (1, 1), "groups": 1}
+    eager = torch_deform_conv2d(case["x"], case["offset"], case["weight"], None, None, (3, 3), (0, 0), (1, 1), 1, 1)
+    (decomposed,) = run_onnx(decompose_custom_ops(_graph(case)), _feeds(case))
+    assert eager.item() == 0.0 and decomposed.item() == 0.0, (eager, decomposed)

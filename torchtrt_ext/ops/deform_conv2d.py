@@ -92,7 +92,8 @@ def sample_columns(x: torch.Tensor, offset: torch.Tensor, mask: torch.Tensor | N
         yi, xi = y0 + dy, x0 + dx
         valid = inside & (yi >= 0) & (yi <= h - 1) & (xi >= 0) & (xi <= w - 1)
         index = (yi.clamp(0, h - 1) * w + xi.clamp(0, w - 1)).expand(n, offset_groups, c // offset_groups, k * p)
-        cols = cols + torch.gather(data, 3, index) * torch.where(valid, weight, torch.zeros_like(weight))
+        # a corner outside is zeros, not 0 times the clamped pixel (0 * inf = NaN); no NaN gradient either
+        cols = cols + torch.where(valid, torch.gather(data, 3, index), 0) * weight
     if mask is not None:
         cols = cols * mask.reshape(n, offset_groups, 1, k * p)
     return cols.reshape(n, c * k, p)
@@ -284,23 +285,23 @@ def _decompose(d: Decomposer, inputs: list[str], outputs: list[str], stride: _Pa
     one_i, zero_i = d.const(1, i64), d.const(0, i64)
     y1, x1 = d.op("Add", y0, one_i), d.op("Add", x0, one_i)
     h_last, w_last = d.op("Sub", h, one), d.op("Sub", wd, one)
-    if mask is not None:
-        m = d.op("Reshape", d.op("Cast", mask, to=f32), flat)
-        scale = d.op("Mul", d.op("Cast", inside, to=f32), m)
-    else:
-        scale = d.op("Cast", inside, to=f32)
+    m = d.op("Reshape", d.op("Cast", mask, to=f32), flat) if mask is not None else None
+    zero_f = d.const(0.0)
     # the input as [N, og, H*W, C/og] for GatherND with batch_dims=2
     c_per_og = d.op("Div", c, og_t)
     data = d.op("Transpose", d.op("Reshape", x, cat(n, og_t, c_per_og, d.op("Mul", h, wd))), perm=[0, 1, 3, 2])
     cols = None
     for yi, xi, wy, wx in ((y0, x0, hy, hx), (y0, x1, hy, lx), (y1, x0, ly, hx), (y1, x1, ly, lx)):
-        ok = d.op("And", d.op("And", d.op("GreaterOrEqual", yi, zero_i), d.op("LessOrEqual", yi, h_last)),
-                  d.op("And", d.op("GreaterOrEqual", xi, zero_i), d.op("LessOrEqual", xi, w_last)))
-        weight = d.op("Mul", d.op("Mul", d.op("Mul", wy, wx), d.op("Cast", ok, to=f32)), scale)
+        ok = d.op("And", inside,
+                  d.op("And", d.op("And", d.op("GreaterOrEqual", yi, zero_i), d.op("LessOrEqual", yi, h_last)),
+                       d.op("And", d.op("GreaterOrEqual", xi, zero_i), d.op("LessOrEqual", xi, w_last))))
+        weight = d.op("Mul", wy, wx) if m is None else d.op("Mul", d.op("Mul", wy, wx), m)
         yc = d.op("Max", d.op("Min", yi, h_last), zero_i)
         xc = d.op("Max", d.op("Min", xi, w_last), zero_i)
         index = d.op("Unsqueeze", d.op("Add", d.op("Mul", yc, wd), xc), d.const([3], i64))
         vals = d.op("GatherND", data, index, batch_dims=2)  # [N, og, K*Ho*Wo, C/og]
+        # a corner outside is zeros, not 0 times the clamped pixel (0 * inf = NaN)
+        vals = d.op("Where", d.op("Unsqueeze", ok, d.const([3], i64)), vals, zero_f)
         term = d.op("Mul", vals, d.op("Unsqueeze", weight, d.const([3], i64)))
         cols = term if cols is None else d.op("Add", cols, term)
     assert cols is not None  # the four corners were summed
