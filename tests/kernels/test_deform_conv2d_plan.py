@@ -11,12 +11,11 @@ compiler. The kernels that follow the plan are tested on the GPU (test_deform_co
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.plugins._plugin_harness import ROOT, cuda_home
+from tests.kernels._host_check import host_check_report
 
 SOURCE = Path(__file__).resolve().parent / "deform_conv2d_plan_check.cu"
 _CASE = re.compile(r"^case (\w+) tiles=(\d+) whole=(\d+) pieces=(\d+) blocks=(\d+)$", re.MULTILINE)
@@ -24,17 +23,8 @@ _CASE = re.compile(r"^case (\w+) tiles=(\d+) whole=(\d+) pieces=(\d+) blocks=(\d
 
 @pytest.fixture(scope="module")
 def plan_report(tmp_path_factory: pytest.TempPathFactory) -> str:
-    nvcc = cuda_home() / "bin" / "nvcc"
-    if not nvcc.is_file():
-        pytest.skip(f"nvcc not found at {nvcc}: set CUDA_HOME to a CUDA toolkit")
-    exe = tmp_path_factory.mktemp("plan") / "deform_conv2d_plan_check"
-    kernels = ROOT / "csrc" / "kernels"
-    subprocess.run([str(nvcc), "-std=c++17", "-O1", "-gencode", "arch=compute_75,code=sm_75", "-I", str(ROOT / "csrc"),
-                    str(SOURCE), str(kernels / "cublaslt.cu"), str(kernels / "cuda_runtime_info.cu"), "-o", str(exe),
-                    "-ldl"], check=True, capture_output=True, text=True)
-    run = subprocess.run([str(exe)], capture_output=True, text=True)
-    assert run.returncode == 0, f"failed checks:\n{run.stdout[-3000:]}"
-    return run.stdout
+    return host_check_report(tmp_path_factory, SOURCE, "cublaslt.cu", "cuda_runtime_info.cu", libs=("-ldl",),
+                             failure="failed checks")
 
 
 def test_every_order_and_cut_holds(plan_report: str) -> None:

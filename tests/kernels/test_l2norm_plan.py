@@ -7,12 +7,11 @@ H200 chose (see the header of csrc/kernels/l2norm.cu). Skipped, with the reason,
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.plugins._plugin_harness import ROOT, cuda_home
+from tests.kernels._host_check import host_check_report
 
 SOURCE = Path(__file__).resolve().parent / "l2norm_plan_check.cu"
 ROWS, COLS_CACHED, COLS_TWO_PASS, COLS_SMEM, COLS_PIPE, ROWS_EXACT, COLS_SMALL = range(7)  # l2norm_detail::Kind
@@ -21,15 +20,7 @@ _CASE = re.compile(r"^case (\w+) (\w+) (\w+) kind=(\d+) tx=(\d+) ty=(\d+) per_th
 
 @pytest.fixture(scope="module")
 def plan_report(tmp_path_factory: pytest.TempPathFactory) -> str:
-    nvcc = cuda_home() / "bin" / "nvcc"
-    if not nvcc.is_file():
-        pytest.skip(f"nvcc not found at {nvcc}: set CUDA_HOME to a CUDA toolkit")
-    exe = tmp_path_factory.mktemp("plan") / "l2norm_plan_check"
-    subprocess.run([str(nvcc), "-std=c++17", "-O1", "-gencode", "arch=compute_75,code=sm_75", "-I", str(ROOT / "csrc"),
-                    str(SOURCE), "-o", str(exe)], check=True, capture_output=True, text=True)
-    run = subprocess.run([str(exe)], capture_output=True, text=True)
-    assert run.returncode == 0, f"plans the launcher rejects:\n{run.stdout[-3000:]}"
-    return run.stdout
+    return host_check_report(tmp_path_factory, SOURCE, failure="plans the launcher rejects")
 
 
 def _cases(report: str) -> dict[tuple[str, str, str], dict[str, int]]:
