@@ -112,8 +112,8 @@ struct FusedParams {
 
 // How the kernel's tiles (pixel tile, output-channel tile, conv group; `tiles` of them, one block per multiprocessor at
 // a time) are cut when the last wave would be mostly idle: the first `whole` tiles take a block each, every reduction
-// block; each of the other tiles - whole (the tail) is cut into `pieces` ranges of reduction blocks, a block each, whose
-// FP32 partial sums fusedFixupKernel adds up. At 8x256x80x80 the 400 tiles on 132 multiprocessors took 4 waves, the
+// block; each tile after them (the tail) is cut into `pieces` ranges of reduction blocks, a block each, whose FP32
+// partial sums fusedFixupKernel adds up. At 8x256x80x80 the 400 tiles on 132 multiprocessors took 4 waves, the
 // fourth holding 4 tiles: now 3 waves and 4 x 16 short blocks.
 struct FusedSplit {
     int64_t whole;
@@ -124,7 +124,8 @@ struct FusedSplit {
         return static_cast<int>(int64_t{p} * k_blocks / pieces);
     }
 };
-constexpr int kFusedMinPieceBlocks = 2;  // reduction blocks a piece takes at least (a block's prologue is ~1 of them)
+constexpr int kFusedMinPieceBlocks = 2;  // reduction blocks a piece takes at least, besides its start (corner table,
+                                         // pipeline fill)
 constexpr int kFusedMaxPieces = 16;      // caps the partial sums a tail tile writes (and the fixup reads)
 
 // The cut of `tiles` tiles over `sms` multiprocessors (one block each at a time) of k_blocks reduction blocks: the
@@ -569,8 +570,8 @@ inline int64_t fusedWeightBytes(OpSizes const& s) {
 // they take. A block costs the same whether its wave is full or not, and with the GPU mostly idle the column path,
 // whose kernels cut the work finer, is faster. H200, plugin path p50 us, fused (session 12) against columns:
 // 8x256x64x64 (256 blocks, 97% of 2 waves of 132) 129.8 against 180.6; 4x128x100x76 (238, 90%) 65.9 against 88.6;
-// 8x256x80x80 (400, 76% of 4 waves) 234.8 against 292.5; 1x64x40x40 (13 blocks, 10%) 27.3 against 22.5
-// (bench/README.md).
+// 8x256x80x80 (400, 76% of 4 waves) 234.8 against 292.5 (202.3 since its 4-tile tail is cut, session 13); 1x64x40x40
+// (13 blocks, 10%) 27.3 against 22.5 (bench/README.md).
 inline bool fusedFits(OpSizes const& s, Device const& dev, int64_t workspace_bytes) {
 #ifdef TORCHTRT_EXT_SM90A
     constexpr int64_t kNarrow = 0x7fffffff;
