@@ -500,7 +500,7 @@ __global__ void __launch_bounds__(kThreads, kSampleBlocks)
 // interpolates its run's VEC channels at every tap (Grouped: the group_taps taps of tap group blockIdx.y), computing
 // each tap's corners itself, and stores each tap's hi parts as one pack (row k * Cg + cg) and its lo parts rows_pad
 // further, then, as the group's last run (in tap group 0), the ones row and the zeros after it. Small problems split
-// the taps into groups until the blocks fill every multiprocessor's kSampleBlocks (sampleSplitGroupTaps; at 1x64x40x40
+// the taps into groups until the blocks fill every multiprocessor's kSampleBlocks (groupTaps, as the tiled kernel; at 1x64x40x40
 // the 50 blocks of 9 sequential taps, each a round trip to memory, are 450 blocks of one: 9.8 -> 5.7 us); the others
 // run the kernel without groups, the code they ran before (the grouped kernel with one group took 156.7 us at
 // 8x256x64x64 in the H200 run after one where this one took 138.7: bench/README.md, session 13). The tiled kernel
@@ -555,6 +555,13 @@ __global__ void __launch_bounds__(kThreads, kSampleBlocks)
     }
 }
 
+// Taps per tap group of a sampling launch of `blocks` blocks with all taps each: all of them, unless those blocks leave
+// multiprocessors short of kSampleBlocks; then as few as fill them (or one tap a group).
+inline int groupTaps(int64_t blocks, int64_t taps, int sms) {
+    int64_t const wanted = std::min<int64_t>(taps, (int64_t{sms} * kSampleBlocks + blocks - 1) / blocks);
+    return static_cast<int>((taps + wanted - 1) / wanted);
+}
+
 // The tiling of one pass's sampling (see SampleTiles), for runs of `vec` channels and table entries of entry_bytes.
 inline SampleTiles sampleTiles(SampleParams const& p, int vec, int entry_bytes, int64_t images, int sms) {
     SampleTiles t{};
@@ -566,10 +573,8 @@ inline SampleTiles sampleTiles(SampleParams const& p, int vec, int entry_bytes, 
     t.slices = static_cast<unsigned>(p.channels / (vec << t.slice_shift));
     t.tiles_x = (p.out_w + kTileW - 1) / kTileW;
     t.tiles_y = (p.pixels / p.out_w + tile_pixels / kTileW - 1) / (tile_pixels / kTileW);
-    // tap groups until the blocks fill every multiprocessor's kSampleBlocks (or one tap each)
-    int64_t const blocks = t.tiles_x * t.slices * std::min(t.tiles_y, kMaxGridYZ) * std::min(images, kMaxGridYZ);
-    int64_t const wanted = std::min<int64_t>(p.taps, (int64_t{sms} * kSampleBlocks + blocks - 1) / blocks);
-    t.group_taps = static_cast<int>((p.taps + wanted - 1) / wanted);
+    t.group_taps = groupTaps(t.tiles_x * t.slices * std::min(t.tiles_y, kMaxGridYZ) * std::min(images, kMaxGridYZ),
+                             p.taps, sms);
     t.tap_groups = static_cast<int>((p.taps + t.group_taps - 1) / t.group_taps);
     return t;
 }
@@ -600,14 +605,6 @@ cudaError_t launchSample(T const* input, T const* offset, T const* mask, T* colu
     return cudaGetLastError();
 }
 
-// Taps per tap group of the split sampler: all of them, unless its blocks of all taps leave multiprocessors short of
-// kSampleBlocks; then as few as fill them (sampleTiles' rule for the tiled kernel).
-inline int sampleSplitGroupTaps(int64_t base_items, int64_t taps, int sms) {
-    int64_t const blocks = (base_items + kThreads - 1) / kThreads;
-    int64_t const wanted = std::min<int64_t>(taps, (int64_t{sms} * kSampleBlocks + blocks - 1) / blocks);
-    return static_cast<int>((taps + wanted - 1) / wanted);
-}
-
 template <int VEC>
 cudaError_t launchSampleSplit(float const* input, float const* offset, float const* mask, __nv_bfloat16* columns,
                               SampleParams const& p, int64_t images, WeightCopy<float, __nv_bfloat16> const& copy,
@@ -615,7 +612,7 @@ cudaError_t launchSampleSplit(float const* input, float const* offset, float con
     int64_t const items = images * p.pixels * (p.channels / VEC);
     int64_t const blocks = std::min<int64_t>((items + kThreads - 1) / kThreads, int64_t{sms} * 16);
     bool const narrow = items <= 0x7fffffff - kThreads * blocks && narrowIndices(p, images);
-    int const group_taps = sampleSplitGroupTaps(items, p.taps, sms);
+    int const group_taps = groupTaps((items + kThreads - 1) / kThreads, p.taps, sms);
     if (narrow && group_taps < p.taps) {
         dim3 const grid(static_cast<unsigned>(blocks), static_cast<unsigned>((p.taps + group_taps - 1) / group_taps));
         sampleSplitKernel<VEC, int32_t, true><<<grid, kThreads, 0, stream>>>(

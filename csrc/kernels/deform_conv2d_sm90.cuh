@@ -549,18 +549,19 @@ inline FusedMode fusedMode() {
 // 128 output channels.
 inline int fusedWarpgroups(OpSizes const& s) { return s.out_channels / s.groups > 128 ? 4 : 2; }
 
-// Output-channel tiles (64 * warpgroups channels) per conv group.
-inline int64_t fusedMTiles(OpSizes const& s) {
-    int64_t const bm = 64 * fusedWarpgroups(s);
-    return (s.out_channels / s.groups + bm - 1) / bm;
-}
+// Output channels of a tile (an m64 tile per warpgroup), and those tiles per conv group.
+inline int64_t fusedBM(OpSizes const& s) { return 64 * fusedWarpgroups(s); }
+inline int64_t fusedMTiles(OpSizes const& s) { return (s.out_channels / s.groups + fusedBM(s) - 1) / fusedBM(s); }
+
+// Reduction blocks (64 channels of one tap) of a conv group.
+inline int64_t fusedKBlocks(OpSizes const& s) { return s.taps() * (s.channels / s.groups / kFusedBK); }
 
 // Pixel tiles (kFusedBN pixels of all images) and tiles (pixel tile, output-channel tile, conv group).
 inline int64_t fusedPixelTiles(OpSizes const& s) { return (s.n * s.pixels() + kFusedBN - 1) / kFusedBN; }
 inline int64_t fusedTiles(OpSizes const& s) { return fusedPixelTiles(s) * fusedMTiles(s) * s.groups; }
 
 inline int64_t fusedWeightBytes(OpSizes const& s) {
-    return alignUp(s.groups * fusedMTiles(s) * 64 * fusedWarpgroups(s) * s.rows() * s.elem);
+    return alignUp(s.groups * fusedMTiles(s) * fusedBM(s) * s.rows() * s.elem);
 }
 
 // True when the fused kernel runs the op: it applies (fp16/bf16, the caller's T; an sm_90a build on a compute
@@ -595,9 +596,8 @@ inline bool fusedFits(OpSizes const& s, Device const& dev, int64_t workspace_byt
 // the tail's partial sums.
 inline FusedSplit fusedSplitFor(OpSizes const& s, Device const& dev, int64_t room) {
     int64_t const tiles = fusedTiles(s);
-    int const k_blocks = static_cast<int>(s.taps() * (s.channels / s.groups / kFusedBK));
-    FusedSplit const split = fusedSplit(tiles, dev.sms, k_blocks);
-    int64_t const bytes = (split.blocks(tiles) - split.whole) * 64 * fusedWarpgroups(s) * kFusedBN * 4;
+    FusedSplit const split = fusedSplit(tiles, dev.sms, static_cast<int>(fusedKBlocks(s)));
+    int64_t const bytes = (split.blocks(tiles) - split.whole) * fusedBM(s) * kFusedBN * 4;
     return bytes <= room ? split : FusedSplit{tiles, 1};
 }
 
@@ -612,7 +612,7 @@ cudaError_t launchFusedAs(OpSizes const& s, TorchtrtExtDeformConv2dTensors const
                         static_cast<int32_t>(s.offset_groups), static_cast<int32_t>(cg),
                         static_cast<int32_t>(s.channels / s.offset_groups), static_cast<int32_t>(mg),
                         static_cast<int32_t>(s.out_channels), static_cast<int32_t>(cg / kFusedBK),
-                        static_cast<int32_t>(s.taps() * (cg / kFusedBK)),
+                        static_cast<int32_t>(fusedKBlocks(s)),
                         static_cast<int32_t>(fusedMTiles(s)), static_cast<int32_t>(s.n * s.pixels()),
                         static_cast<int32_t>(fusedPixelTiles(s))};
     int64_t const prep_chunks = s.groups * int64_t{f.m_tiles} * f.k_blocks * Tile::kBM * kFusedBK / 8;

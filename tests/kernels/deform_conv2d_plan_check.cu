@@ -2,7 +2,7 @@
 // builds and runs it): the fused kernel's reduction-block order as it walks it (FusedParams::advance from any block)
 // against FusedParams::at per block and at()'s inverse (blockOf, where the weight reorder puts a tap's tile); the cut
 // of the fused kernel's tiles (fusedSplit) into whole tiles and pieces of a tail; the float32 split sampler's taps per
-// block (sampleSplitGroupTaps). A failed check prints "FAIL <what>"; then one line per benchmark case:
+// block (groupTaps). A failed check prints "FAIL <what>"; then one line per benchmark case:
 //     case <name> tiles=<t> whole=<w> pieces=<p> blocks=<b>
 // the split sampler's line, and last "checked <n> orders and splits, <f> failed".
 #include "kernels/deform_conv2d.cu"
@@ -111,15 +111,16 @@ int main() {
     printCase("8x256x80x80_no_room", sizesOf(8, 256, 256, 80, 80), h200, 4 * 16 * 256 * 128 * 4 - 1);
     printCase("4x128x100x76", sizesOf(4, 128, 128, 100, 76), h200, plenty);
     printCase("1x64x40x40", sizesOf(1, 64, 64, 40, 40), h200, plenty);
-    // the float32 split sampler's taps per block (sampleSplitGroupTaps): 1x64x40x40 (runs of 8 channels), 8x256x64x64
-    std::printf("split_sampler small group_taps=%d large group_taps=%d\n", sampleSplitGroupTaps(1600 * 8, 9, 132),
-                sampleSplitGroupTaps(int64_t{8} * 4096 * 32, 9, 132));
+    // the float32 split sampler's taps per block (groupTaps of its blocks of 256 items): 1x64x40x40 (runs of 8
+    // channels), 8x256x64x64
+    std::printf("split_sampler small group_taps=%d large group_taps=%d\n", groupTaps(1600 * 8 / kThreads, 9, 132),
+                groupTaps(int64_t{8} * 4096 * 32 / kThreads, 9, 132));
     for (int64_t items = 1; items <= 4000000; items = items * 3 + 1) {
         for (int taps : {1, 2, 9, 25, 49}) {
-            int const g = sampleSplitGroupTaps(items, taps, 132);
+            int64_t const base = (items + kThreads - 1) / kThreads;
+            int const g = groupTaps(base, taps, 132);
             // at most as many tap groups as fill every multiprocessor's kSampleBlocks, and the fewest taps per group
             // that keeps to that: one tap less per group would make more groups than needed
-            int64_t const base = (items + kThreads - 1) / kThreads;
             int64_t const needed = std::min<int64_t>(taps, (132 * kSampleBlocks + base - 1) / base);
             expect(g >= 1 && g <= taps && (taps + g - 1) / g <= needed && (g == 1 || (taps + g - 2) / (g - 1) > needed) &&
                        (taps == 1 || (base < 132 * kSampleBlocks) == (g < taps)),
