@@ -80,6 +80,37 @@ constexpr int64_t kMaxWeightCopy = 0x7fffffff;  // elements of the prepared weig
 inline int64_t alignUp(int64_t bytes) { return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
 inline bool aligned16(void const* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
+// Programmatic dependent launch (sm_90 and later): a kernel launched with overlap = true may start while the kernel
+// before it on the stream still runs, once every block of that one has called startNext() or finished. Before it
+// reads what that kernel writes it calls waitPrevious(), which returns once that kernel has finished and its writes
+// are visible; a kernel that waits so before it finishes thus passes on everything before it. Both are no-ops in a
+// kernel launched without overlap and in code for older targets.
+__device__ __forceinline__ void startNext() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void waitPrevious() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+template <typename... Params, typename... Args>
+cudaError_t launchKernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, bool overlap,
+                         Args const&... args) {
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    config.attrs = &attribute;
+    config.numAttrs = overlap ? 1 : 0;
+    return cudaLaunchKernelEx(&config, kernel, args...);
+}
+
 // ------------------------------------------------------------------------------------------ per-device state
 // What a launch needs to know about its device, looked up once per device and cached: the host time of the
 // cudaDeviceGetAttribute and cudaFuncSetAttribute calls is comparable to a small problem's GPU time.
@@ -205,6 +236,7 @@ template <typename T>
 __global__ void nchwToNhwcKernel(T const* __restrict__ src, T* __restrict__ dst, int64_t images, int64_t channels,
                                  int64_t pixels) {
     __shared__ T tile[kTransposeTile][kTransposeTile + 1];
+    startNext();
     int64_t const p0 = static_cast<int64_t>(blockIdx.x) * kTransposeTile;
     int64_t const c0 = static_cast<int64_t>(blockIdx.y) * kTransposeTile;
     for (int64_t img = blockIdx.z; img < images; img += gridDim.z) {
@@ -221,6 +253,7 @@ __global__ void nchwToNhwcKernel(T const* __restrict__ src, T* __restrict__ dst,
         }
         __syncthreads();
     }
+    waitPrevious();  // launched with overlap (launchFused): done only once the kernel before it is
 }
 
 // dst[n][p][c] = src[n][c][p] with 8-byte loads and 16-byte stores through 64x64 shared-memory tiles, when pixels
@@ -236,6 +269,7 @@ __global__ void __launch_bounds__(256) nchwToNhwcWideKernel(T const* __restrict_
     constexpr int kRows = kWideTile / kPer;                // word rows of a tile
     constexpr int kLoad = 8 / sizeof(T);                   // pixels per 8-byte load
     __shared__ uint32_t tile[kRows][kWideTile + 1];        // [channel word][pixel]; 65 words: conflict-free stores
+    startNext();
     int64_t const p0 = static_cast<int64_t>(blockIdx.x) * kWideTile;
     int64_t const c0 = static_cast<int64_t>(blockIdx.y) * kWideTile;
     for (int64_t img = blockIdx.z; img < images; img += gridDim.z) {
@@ -270,25 +304,27 @@ __global__ void __launch_bounds__(256) nchwToNhwcWideKernel(T const* __restrict_
         }
         __syncthreads();
     }
+    waitPrevious();  // launched with overlap (launchFused): done only once the kernel before it is
 }
 
-// The channels-last copy of an NCHW input, by the wide kernel where it applies.
+// The channels-last copy of an NCHW input, by the wide kernel where it applies; with overlap, it may start while the
+// kernel before it runs (and finishes after it: see startNext).
 template <typename T>
-cudaError_t launchTranspose(T const* src, T* dst, int64_t images, int64_t channels, int64_t pixels,
-                            cudaStream_t stream) {
+cudaError_t launchTranspose(T const* src, T* dst, int64_t images, int64_t channels, int64_t pixels, cudaStream_t stream,
+                            bool overlap) {
     constexpr int kLoad = 8 / sizeof(T), kStore = 16 / sizeof(T);
     if (pixels % kLoad == 0 && channels % kStore == 0 && reinterpret_cast<uintptr_t>(src) % 8 == 0 && aligned16(dst)) {
         dim3 const grid(static_cast<unsigned>((pixels + kWideTile - 1) / kWideTile),
                         static_cast<unsigned>((channels + kWideTile - 1) / kWideTile),
                         static_cast<unsigned>(std::min(images, kMaxGridYZ)));
-        nchwToNhwcWideKernel<T><<<grid, 256, 0, stream>>>(src, dst, images, channels, pixels);
-    } else {
-        dim3 const grid(static_cast<unsigned>((pixels + kTransposeTile - 1) / kTransposeTile),
-                        static_cast<unsigned>((channels + kTransposeTile - 1) / kTransposeTile),
-                        static_cast<unsigned>(std::min(images, kMaxGridYZ)));
-        nchwToNhwcKernel<T><<<grid, dim3(kTransposeTile, 8), 0, stream>>>(src, dst, images, channels, pixels);
+        return launchKernel(nchwToNhwcWideKernel<T>, grid, dim3(256), 0, stream, overlap, src, dst, images, channels,
+                            pixels);
     }
-    return cudaGetLastError();
+    dim3 const grid(static_cast<unsigned>((pixels + kTransposeTile - 1) / kTransposeTile),
+                    static_cast<unsigned>((channels + kTransposeTile - 1) / kTransposeTile),
+                    static_cast<unsigned>(std::min(images, kMaxGridYZ)));
+    return launchKernel(nchwToNhwcKernel<T>, grid, dim3(kTransposeTile, 8), 0, stream, overlap, src, dst, images,
+                        channels, pixels);
 }
 
 // --------------------------------------------------------------------------------------------------- sampling
@@ -1117,18 +1153,18 @@ int32_t deformConv2d(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, 
     if (!fused && !chooseRoute<T>(route, s, dev, workspace_bytes - fixed, base + fixed, base + s.nhwcBytes(), out)) {
         return static_cast<int32_t>(cudaErrorNotSupported);  // no cuBLASLt, and our own GEMM needs sm_80+
     }
+    if constexpr (!std::is_same_v<T, float>) {
+        if (fused) return static_cast<int32_t>(launchFused<T>(s, t, base, workspace_bytes, dev, stream));
+    }
     T const* nhwc = static_cast<T const*>(t.input);
     if (!s.channels_last) {
         T* dst = reinterpret_cast<T*>(base);
-        status = launchTranspose<T>(nhwc, dst, s.n, s.channels, s.height * s.width, stream);
+        status = launchTranspose<T>(nhwc, dst, s.n, s.channels, s.height * s.width, stream, false);
         if (status != cudaSuccess) return static_cast<int32_t>(status);
         nhwc = dst;
     }
     if constexpr (std::is_same_v<T, float>) {
         if (route.split) return static_cast<int32_t>(runPasses<T, __nv_bfloat16>(s, t, nhwc, route, base, dev, stream));
-    } else if (fused) {
-        return static_cast<int32_t>(
-            launchFused<T>(s, t, nhwc, base + s.nhwcBytes(), workspace_bytes - s.nhwcBytes(), dev, stream));
     }
     return static_cast<int32_t>(runPasses<T, T>(s, t, nhwc, route, base, dev, stream));
 }

@@ -27,6 +27,13 @@
 // fusedFixupKernel adds them up in a fixed order with the bias. At 8x256x80x80 (400 tiles on 132 multiprocessors) the
 // fourth wave of 4 tiles became 64 blocks of 2-3 reduction blocks.
 //
+// launchFused queues the weight reorder, then the transpose of an NCHW input and the fused kernel as programmatic
+// dependent launches (startNext / waitPrevious in deform_conv2d.cu): the transpose runs beside the reorder (it reads
+// only the input) and finishes after it, and the fused kernel's blocks start while the transpose's last wave runs,
+// fill their first corner table (offsets and mask only) and wait for both before reading the input copy or the
+// weight. The plugin path went from 126.4 to 123.4 us at 8x256x64x64 fp16 and from 66.3 to 62.1 at 4x128x100x76
+// (session 14, bench/README.md).
+//
 // Shared-memory tiles are K-major with 128-byte swizzle, wgmma's canonical layout: a [rows][64] tile has rows of 128
 // bytes, 16-byte chunk c of row r at r * 128 + ((c ^ (r % 8)) * 16) (swizzled()), 1024-byte aligned; descriptors
 // with the 8-row groups 1024 bytes apart, a k16 step 32 bytes further. The swizzle is what lets the 8 lanes of a
@@ -214,6 +221,7 @@ __device__ __forceinline__ void wgmma64x128(float (&d)[64], uint64_t a, uint64_t
 template <typename T, int BM>
 __global__ void prepareFusedWeightKernel(T const* __restrict__ weight, T* __restrict__ prep, FusedParams const f,
                                          int64_t chunks) {
+    startNext();  // the transpose (or the fused kernel) may start beside it: see launchFused
     for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < chunks;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
         // i = (((tile row of (group, mt)) * cblocks + cb) * 8 + c8) * taps + k, k fastest
@@ -430,6 +438,12 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
     // goes into the stage of kb - 2, whose wgmma every warpgroup waited for (wait_group 1 at the end of iteration
     // kb - 1) before the barrier of iteration kb; the wgmma of kb - 1 may still be reading its own stage.
     static_assert(kFusedStages == 3, "the loop below keeps 3 stages: kb multiplied, kb + 1 stored, kb - 1 reading");
+    // The first table reads only offsets and mask, written before the kernels this one may overlap (launchFused): it
+    // is filled while they finish, and the channels-last input and the reordered weight are read after they have.
+    table_of = at.chunk * f.offset_groups + og;
+    fillTable(at.chunk, og);
+    waitPrevious();
+    __syncthreads();
     loadSamples();  // block 0 (k_blocks >= 1)
     storeSamples();
     if (k_blocks > 1) loadSamples();
@@ -602,7 +616,7 @@ inline FusedSplit fusedSplitFor(OpSizes const& s, Device const& dev, int64_t roo
 }
 
 template <typename T, int WG>
-cudaError_t launchFusedAs(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, T const* nhwc, T* prep,
+cudaError_t launchFusedAs(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, T* nhwc_copy, T* prep,
                           float* partials, FusedSplit const& split, Device const& dev, cudaStream_t stream) {
     using Tile = FusedTile<WG>;
     int64_t const mg = s.out_channels / s.groups, cg = s.channels / s.groups;
@@ -615,23 +629,32 @@ cudaError_t launchFusedAs(OpSizes const& s, TorchtrtExtDeformConv2dTensors const
                         static_cast<int32_t>(fusedKBlocks(s)),
                         static_cast<int32_t>(fusedMTiles(s)), static_cast<int32_t>(s.n * s.pixels()),
                         static_cast<int32_t>(fusedPixelTiles(s))};
+    static std::atomic<uint64_t> smem_set_on{0};
+    cudaError_t status = allowDynamicSmem(fusedKernel<T, WG>, Tile::kSmemBytes, dev, smem_set_on);
+    if (status != cudaSuccess) return status;
+    // The weight reorder (after everything before it on the stream), the transpose beside it (launched with overlap:
+    // it reads only the input, and finishes after the reorder), the fused kernel beside the transpose (it fills its
+    // first corner table, then waits for both).
     int64_t const prep_chunks = s.groups * int64_t{f.m_tiles} * f.k_blocks * Tile::kBM * kFusedBK / 8;
     prepareFusedWeightKernel<T, Tile::kBM>
         <<<static_cast<unsigned>(std::min<int64_t>((prep_chunks + 255) / 256, int64_t{dev.sms} * 8)), 256, 0, stream>>>(
             static_cast<T const*>(t.weight), prep, f, prep_chunks);
-    cudaError_t status = cudaGetLastError();
+    status = cudaGetLastError();
     if (status != cudaSuccess) return status;
-    static std::atomic<uint64_t> smem_set_on{0};
-    status = allowDynamicSmem(fusedKernel<T, WG>, Tile::kSmemBytes, dev, smem_set_on);
-    if (status != cudaSuccess) return status;
+    T const* nhwc = static_cast<T const*>(t.input);
+    if (!s.channels_last) {
+        status = launchTranspose<T>(nhwc, nhwc_copy, s.n, s.channels, s.height * s.width, stream, true);
+        if (status != cudaSuccess) return status;
+        nhwc = nhwc_copy;
+    }
     SampleParams const sp{s.channels, s.height, s.width, s.kernel_w, s.out_w, s.stride_h, s.stride_w, s.pad_h,
                           s.pad_w, s.dil_h, s.dil_w, s.taps(), s.pixels(), s.offset_groups, cg,
                           s.channels / s.offset_groups, s.rows(), s.rowsPad(), s.ld()};
     int64_t const tiles = fusedTiles(s), blocks = split.blocks(tiles);
-    fusedKernel<T, WG><<<static_cast<unsigned>(blocks), Tile::kThreads, Tile::kSmemBytes, stream>>>(
-        nhwc, static_cast<T const*>(t.offset), static_cast<T const*>(t.mask), prep, static_cast<T const*>(t.bias),
-        static_cast<T*>(t.output), partials, sp, f, split);
-    status = cudaGetLastError();
+    status = launchKernel(fusedKernel<T, WG>, dim3(static_cast<unsigned>(blocks)), dim3(Tile::kThreads),
+                          Tile::kSmemBytes, stream, true, nhwc, static_cast<T const*>(t.offset),
+                          static_cast<T const*>(t.mask), static_cast<T const*>(prep), static_cast<T const*>(t.bias),
+                          static_cast<T*>(t.output), partials, sp, f, split);
     if (status != cudaSuccess || split.whole == tiles) return status;
     int64_t const elements = (tiles - split.whole) * Tile::kBM * kFusedBN;
     fusedFixupKernel<T, Tile::kBM>
@@ -640,17 +663,19 @@ cudaError_t launchFusedAs(OpSizes const& s, TorchtrtExtDeformConv2dTensors const
     return cudaGetLastError();
 }
 
-// The whole op by the fused kernel (fusedFits holds), from the channels-last input nhwc; the reordered weight goes
-// to `scratch` (fusedWeightBytes), the tail's partial sums after it (`room` bytes in all).
+// The whole op by the fused kernel (fusedFits holds) in `workspace_bytes` at `base`: the channels-last copy of an NCHW
+// input (s.nhwcBytes()), the reordered weight (fusedWeightBytes), the tail's partial sums after it.
 template <typename T>
-cudaError_t launchFused(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, T const* nhwc,
-                        unsigned char* scratch, int64_t room, Device const& dev, cudaStream_t stream) {
+cudaError_t launchFused(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, unsigned char* base,
+                        int64_t workspace_bytes, Device const& dev, cudaStream_t stream) {
+    unsigned char* const scratch = base + s.nhwcBytes();
     int64_t const weight_bytes = fusedWeightBytes(s);
-    FusedSplit const split = fusedSplitFor(s, dev, room - weight_bytes);
+    FusedSplit const split = fusedSplitFor(s, dev, workspace_bytes - s.nhwcBytes() - weight_bytes);
+    T* const nhwc_copy = reinterpret_cast<T*>(base);
     T* const prep = reinterpret_cast<T*>(scratch);
     auto* const partials = reinterpret_cast<float*>(scratch + weight_bytes);
-    return fusedWarpgroups(s) == 4 ? launchFusedAs<T, 4>(s, t, nhwc, prep, partials, split, dev, stream)
-                                   : launchFusedAs<T, 2>(s, t, nhwc, prep, partials, split, dev, stream);
+    return fusedWarpgroups(s) == 4 ? launchFusedAs<T, 4>(s, t, nhwc_copy, prep, partials, split, dev, stream)
+                                   : launchFusedAs<T, 2>(s, t, nhwc_copy, prep, partials, split, dev, stream);
 }
 
 }  // namespace deform_conv2d_detail
