@@ -21,6 +21,16 @@
 // the tests' 2e-3 / 1e-2 and far below torchvision's 1.1e-2 (fp16); with the division-free block order, made at the
 // same time, the kernel went from 175.5 to 147.6 us there (bench/README.md).
 //
+// Two kernels share that plan. fusedKernel (tiles of 256 output channels) has every thread sample and its warpgroup
+// multiply, in lock step with block barriers. fusedWsKernel (tiles of 128 output channels) is warp-specialized: 2
+// consumer warpgroups only wait and issue wgmma, 2 producer warpgroups sample (4 pixels a thread) and start each weight
+// tile's bulk copy (cp.async.bulk), with 2 stages of shared memory between them handed over by mbarriers (full: the
+// samples and the copy have landed; empty: every consumer warp's wgmma has read the stage), so the sampling of block
+// kb + 1 runs while block kb multiplies, without a barrier of the whole block. At 4x128x100x76 fp16 the kernel went
+// from 50.6 to 48.4 us (bench/README.md, session 15). The same design for 256-channel tiles was slower (113 against 104
+// us at 8x256x64x64): its consumers hold 128 accumulators a thread, which leaves registers for 8 producer warps only,
+// and those keep fewer corner reads in flight than the 16 warps of fusedKernel.
+//
 // A block runs one tile (pixel tile, output-channel tile, conv group) at a time per multiprocessor, so a shape pays for
 // whole waves of tiles. Where the last wave would hold at most half a wave of tiles, those tiles are cut into pieces of
 // consecutive reduction blocks (fusedSplit), a block each: the pieces write FP32 partial sums to the workspace and
@@ -311,84 +321,70 @@ __device__ __forceinline__ void fusedTileOf(FusedParams const& f, int64_t tile, 
     group = static_cast<int>(rest / f.m_tiles);
 }
 
-// Block b: tile b (every reduction block) while b < split.whole, else piece (b - whole) % pieces of tail tile
-// whole + (b - whole) / pieces, whose FP32 sums go to partials[b - whole] ([kBM][kFusedBN] each); see the top of this
-// file.
-template <typename T, int WG>
-__global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
-    fusedKernel(T const* __restrict__ input, T const* __restrict__ offset, T const* __restrict__ mask,
-                T const* __restrict__ prep, T const* __restrict__ bias, T* __restrict__ out,
-                float* __restrict__ partials, SampleParams const sp, FusedParams const f, FusedSplit const split) {
-    using Tile = FusedTile<WG>;
-    constexpr int kPix = Tile::kPixelsPerWarp / 4;  // pixels a thread samples
-    extern __shared__ __align__(16) unsigned char fused_smem[];
-    // 128-byte swizzled tiles repeat every 1024 bytes: their base must be 1024-byte aligned (kSmemBytes has the room)
-    unsigned char* const smem =
-        fused_smem + ((1024 - (static_cast<uint32_t>(__cvta_generic_to_shared(fused_smem)) & 1023)) & 1023);
-    int const tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    int64_t const b = blockIdx.x;
-    int64_t const piece = b < split.whole ? -1 : b - split.whole;  // its place in partials, -1 for a whole tile
+// A block's work: block b takes tile b (every reduction block) while b < split.whole, else piece (b - whole) % pieces
+// of tail tile whole + (b - whole) / pieces, whose FP32 sums go to partials[piece] ([kBM][kFusedBN] each); see the top
+// of this file.
+struct FusedWork {
+    int64_t piece;  // -1 for a whole tile
     int tile0, mt, group;
-    fusedTileOf(f, piece < 0 ? b : split.whole + piece / split.pieces, tile0, mt, group);
-    int const p = piece < 0 ? 0 : static_cast<int>(piece % split.pieces);
-    int const kb_first = piece < 0 ? 0 : FusedSplit::first(p, split.pieces, f.k_blocks);
-    int const k_blocks = piece < 0 ? f.k_blocks : FusedSplit::first(p + 1, split.pieces, f.k_blocks) - kb_first;
+    int kb_first, k_blocks;  // its reduction blocks
+};
+__device__ __forceinline__ FusedWork fusedWorkOf(FusedParams const& f, FusedSplit const& split, int64_t b) {
+    FusedWork w{};
+    w.piece = b < split.whole ? -1 : b - split.whole;
+    fusedTileOf(f, w.piece < 0 ? b : split.whole + w.piece / split.pieces, w.tile0, w.mt, w.group);
+    int const p = w.piece < 0 ? 0 : static_cast<int>(w.piece % split.pieces);
+    w.kb_first = w.piece < 0 ? 0 : FusedSplit::first(p, split.pieces, f.k_blocks);
+    w.k_blocks = w.piece < 0 ? f.k_blocks : FusedSplit::first(p + 1, split.pieces, f.k_blocks) - w.kb_first;
+    return w;
+}
 
-    // The sampling role: vector v (8 channels) of a 64-channel block at kPix pixels of the tile, pixel(jj) = warp *
-    // kPixelsPerWarp + lane / 8 + 4 * jj: the 8 lanes of a pixel read its 128 bytes of a corner as one line (4 lines a
-    // warp read).
-    int const v = lane & 7;
-    int const first_pixel = warp * Tile::kPixelsPerWarp + (lane >> 3);
-    int32_t const row = f.width * f.channels;  // elements from a pixel to the one below it
-    int32_t image_at[kPix];                    // the pixel's image in `input` (32-bit: fusedFits)
-#pragma unroll
-    for (int jj = 0; jj < kPix; ++jj) {
-        int const gp = tile0 + first_pixel + 4 * jj;
-        image_at[jj] = (gp < f.total ? gp / f.pixels : 0) * f.height * row;
-    }
-    // the next weight tile to copy (storeSamples() advances it: one tile per reduction block, in order)
-    unsigned char const* weight_next = reinterpret_cast<unsigned char const*>(
-        prep + ((static_cast<int64_t>(group) * f.m_tiles + mt) * f.k_blocks + kb_first) * (Tile::kBM * kFusedBK));
-    auto* table = reinterpret_cast<FusedCorner<T>*>(smem + kFusedStages * Tile::kStageBytes);
-    int table_of = -1;  // (tap chunk, offset group) the corner table holds
-
-    // The corners of every pixel of the tile at the taps of `chunk`, for offset group og: [tap in chunk][pixel].
-    auto fillTable = [&](int chunk, int og) {
-        int const first = chunk * kFusedTableTaps;
-        int const entries = min(kFusedTableTaps, f.taps - first) * kFusedBN;
-        for (int e = tid; e < entries; e += Tile::kThreads) {
-            int const k = first + e / kFusedBN, gp = tile0 + e % kFusedBN;
-            FusedCorner<T> entry{0, 0, {}};  // past the images: no corner inside, zeros are read
-            if (gp < f.total) {
-                int const im = gp / f.pixels, px = gp - im * f.pixels;
-                int const y = px / f.out_w;
-                int64_t const planes = static_cast<int64_t>(im) * f.offset_groups * f.taps * f.pixels;
-                entry = packCorners<T>(cornersOf<T, int32_t>(offset + 2 * planes, mask != nullptr ? mask + planes : nullptr,
-                                                             sp, og, px, y, px - y * f.out_w, k),
-                                       f.channels, row);
-            }
-            table[e] = entry;
+// The corners of every pixel of the tile at the taps of `chunk`, for offset group og: table[tap in chunk][pixel].
+// Thread `first` of `threads` fills every threads-th entry.
+template <typename T>
+__device__ void fillCornerTable(FusedCorner<T>* table, T const* __restrict__ offset, T const* __restrict__ mask,
+                                SampleParams const& sp, FusedParams const& f, int tile0, int chunk, int og, int first,
+                                int threads) {
+    int const first_tap = chunk * kFusedTableTaps;
+    int const entries = min(kFusedTableTaps, f.taps - first_tap) * kFusedBN;
+    for (int e = first; e < entries; e += threads) {
+        int const k = first_tap + e / kFusedBN, gp = tile0 + e % kFusedBN;
+        FusedCorner<T> entry{0, 0, {}};  // past the images: no corner inside, zeros are read
+        if (gp < f.total) {
+            int const im = gp / f.pixels, px = gp - im * f.pixels;
+            int const y = px / f.out_w;
+            int64_t const planes = static_cast<int64_t>(im) * f.offset_groups * f.taps * f.pixels;
+            entry = packCorners<T>(cornersOf<T, int32_t>(offset + 2 * planes, mask != nullptr ? mask + planes : nullptr,
+                                                         sp, og, px, y, px - y * f.out_w, k),
+                                   f.channels, f.width * f.channels);
         }
-    };
+        table[e] = entry;
+    }
+}
 
-    // The reduction block the next loadSamples() call reads, advanced one block per call (calls come in order of kb),
-    // in offset group og.
-    FusedCursor at = f.at(kb_first);
-    int og = (group * f.per_group + at.cb * kFusedBK) / f.per_offset_group;
-    int store_stage = 0;        // the stage the next storeSamples() call fills
-    uint4 corner[kPix][4];      // [pixel][corner] of the block loaded and not yet stored
+// A thread's share of the sample tile: vector v (8 channels) of a 64-channel block at kPix pixels of the tile,
+// pixel(jj) = first_pixel + 4 * jj, where the 8 lanes of a pixel (lane / 8 the same) read its 128 bytes of a corner as
+// one line (4 lines a warp read). load() reads the corners of a reduction block into registers, every read issued
+// before any is used; store() interpolates them into that block's sample tile.
+template <typename T, int kPix>
+struct FusedSampler {
+    int v, first_pixel;
+    int32_t row;              // elements from a pixel to the one below it
+    int32_t image_at[kPix];   // the pixel's image in `input` (32-bit: fusedFits)
+    uint4 corner[kPix][4];    // [pixel][corner] of the block loaded and not yet stored
     uint32_t weights[kPix][2];  // its FusedCorner weights (w01, w23) per pixel
 
-    // The next reduction block: the corners of its samples into registers, every read issued before any is used, and
-    // used only by storeSamples() after the next barrier: the reads of block kb + 2 are in flight while the block
-    // waits at the barrier and issues the wgmma of block kb + 1.
-    auto loadSamples = [&]() {
-        if (at.chunk * f.offset_groups + og != table_of) {  // the same for every thread: all reach the barriers
-            table_of = at.chunk * f.offset_groups + og;
-            __syncthreads();  // every thread has read its entries of the table's last block
-            fillTable(at.chunk, og);
-            __syncthreads();
+    __device__ __forceinline__ FusedSampler(FusedParams const& f, int tile0, int first_pixel_, int lane)
+        : v(lane & 7), first_pixel(first_pixel_), row(f.width * f.channels) {
+#pragma unroll
+        for (int jj = 0; jj < kPix; ++jj) {
+            int const gp = tile0 + first_pixel + 4 * jj;
+            image_at[jj] = (gp < f.total ? gp / f.pixels : 0) * f.height * row;
         }
+    }
+    // The block at `at` of conv group `group`, its corners from the table (which holds at's tap chunk).
+    __device__ __forceinline__ void load(T const* __restrict__ input, FusedCorner<T> const* table,
+                                         FusedParams const& f, FusedCursor const& at, int group) {
         int const c0 = group * f.per_group + at.cb * kFusedBK + v * 8;
         auto const* taps_of = reinterpret_cast<uint4 const*>(table + at.k_local * kFusedBN + first_pixel);
         int32_t const step[4] = {0, f.channels, row, row + f.channels};  // corner q from the top-left one
@@ -407,9 +403,122 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
                 if ((flags >> q & 1) != 0) corner[jj][q] = __ldg(reinterpret_cast<uint4 const*>(input + (top_left + step[q])));
             }
         }
+    }
+    // The bilinear sums into the block's [kFusedBN][64] sample tile at `samples` (128-byte swizzle).
+    __device__ __forceinline__ void store(unsigned char* samples) const {
+#pragma unroll
+        for (int jj = 0; jj < kPix; ++jj) {
+            *reinterpret_cast<uint4*>(samples + swizzled(first_pixel + 4 * jj, v)) =
+                interpolatePacked<T>(corner[jj], weights[jj][0], weights[jj][1]);
+        }
+    }
+};
+
+// The offset group of channel block cb of conv group `group`.
+__device__ __forceinline__ int fusedOffsetGroup(FusedParams const& f, int group, int cb) {
+    return (group * f.per_group + cb * kFusedBK) / f.per_offset_group;
+}
+
+constexpr int kFusedOutPitch = kFusedBN * 2 + 16;  // bytes per row of the output tile: 16 more keeps the fragment
+                                                   // stores conflict-free
+
+// The block's output from its accumulators (threads [0, Threads), warpgroup tid / 128 holding the m64 tile of rows
+// 64 * (tid / 128) ... of the kBM = BM output channels): for a piece of a tail tile its FP32 sums as they are
+// (fusedFixupKernel adds bias and pieces); else D[oc][pixel] + bias, rounded to T, through shared memory (free once
+// every wgmma and copy is done) into the NCHW output by 16-byte stores of 8 pixels: written from the fragments directly,
+// a warp's store was 2 bytes a lane over 8 rows, and each pixel pair took an integer division. sync() orders the
+// threads (a barrier of all of them).
+template <typename T, int BM, int Threads, typename Sync>
+__device__ __forceinline__ void fusedStoreTile(float (&acc)[64], FusedWork const& work, FusedParams const& f,
+                                               T const* __restrict__ bias, T* __restrict__ out,
+                                               float* __restrict__ partials, unsigned char* smem, int tid, Sync sync) {
+    int const lane = tid & 31, wg = tid >> 7, r = lane >> 2, q = lane & 3, w = (tid >> 5) & 3;
+    if (work.piece >= 0) {
+        float* const dst = partials + work.piece * (BM * kFusedBN);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            int const row = wg * 64 + w * 16 + r + 8 * h;
+#pragma unroll
+            for (int j = 0; j < kFusedBN / 8; ++j) {
+                *reinterpret_cast<float2*>(dst + row * kFusedBN + 8 * j + 2 * q) =
+                    make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+            }
+        }
+        return;
+    }
+    constexpr int kPitch = kFusedOutPitch;
+    sync();  // every warpgroup's last wgmma has read its stage
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        int const row = wg * 64 + w * 16 + r + 8 * h;
+        int const oc = work.mt * BM + row;
+        float const b = bias != nullptr && oc < f.per_group_out ? toF32(bias[work.group * f.per_group_out + oc]) : 0.f;
+#pragma unroll
+        for (int j = 0; j < kFusedBN / 8; ++j) {
+            Pack<T, 2> pair;
+            pair.v[0] = fromF32<T>(acc[4 * j + 2 * h] + b);
+            pair.v[1] = fromF32<T>(acc[4 * j + 2 * h + 1] + b);
+            *reinterpret_cast<Pack<T, 2>*>(smem + row * kPitch + (8 * j + 2 * q) * 2) = pair;
+        }
+    }
+    sync();
+    // 8 pixels of a chunk in one image and 16-byte aligned in the output
+    bool const vector_rows = f.pixels % 8 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
+    for (int chunk = tid; chunk < BM * (kFusedBN / 8); chunk += Threads) {
+        int const row = chunk / (kFusedBN / 8), first = work.tile0 + (chunk % (kFusedBN / 8)) * 8;
+        int const oc = work.mt * BM + row;
+        if (oc >= f.per_group_out || first >= f.total) continue;
+        int64_t const channel = work.group * f.per_group_out + oc;
+        T const* values = reinterpret_cast<T const*>(smem + row * kPitch) + (first - work.tile0);
+        if (vector_rows && first + 8 <= f.total) {
+            *reinterpret_cast<uint4*>(out + fusedOutAt(f, channel, first)) = *reinterpret_cast<uint4 const*>(values);
+        } else {
+            for (int e = 0; e < 8 && first + e < f.total; ++e) out[fusedOutAt(f, channel, first + e)] = values[e];
+        }
+    }
+}
+
+// The 256-channel kernel: every thread samples and its warpgroup multiplies; see the top of this file.
+template <typename T, int WG>
+__global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
+    fusedKernel(T const* __restrict__ input, T const* __restrict__ offset, T const* __restrict__ mask,
+                T const* __restrict__ prep, T const* __restrict__ bias, T* __restrict__ out,
+                float* __restrict__ partials, SampleParams const sp, FusedParams const f, FusedSplit const split) {
+    using Tile = FusedTile<WG>;
+    extern __shared__ __align__(16) unsigned char fused_smem[];
+    // 128-byte swizzled tiles repeat every 1024 bytes: their base must be 1024-byte aligned (kSmemBytes has the room)
+    unsigned char* const smem =
+        fused_smem + ((1024 - (static_cast<uint32_t>(__cvta_generic_to_shared(fused_smem)) & 1023)) & 1023);
+    int const tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    FusedWork const work = fusedWorkOf(f, split, blockIdx.x);
+    int const k_blocks = work.k_blocks;
+    FusedSampler<T, Tile::kPixelsPerWarp / 4> sampler(f, work.tile0, warp * Tile::kPixelsPerWarp + (lane >> 3), lane);
+    // the next weight tile to copy (storeSamples() advances it: one tile per reduction block, in order)
+    unsigned char const* weight_next = reinterpret_cast<unsigned char const*>(
+        prep + ((static_cast<int64_t>(work.group) * f.m_tiles + work.mt) * f.k_blocks + work.kb_first) *
+                   (Tile::kBM * kFusedBK));
+    auto* table = reinterpret_cast<FusedCorner<T>*>(smem + kFusedStages * Tile::kStageBytes);
+
+    // The reduction block the next loadSamples() call reads, advanced one block per call (calls come in order of kb),
+    // in offset group og; table_of: the (tap chunk, offset group) the corner table holds.
+    FusedCursor at = f.at(work.kb_first);
+    int og = fusedOffsetGroup(f, work.group, at.cb);
+    int table_of = at.chunk * f.offset_groups + og;
+    int store_stage = 0;  // the stage the next storeSamples() call fills
+
+    // The next reduction block's corners into registers, used only by storeSamples() after the next barrier: the reads
+    // of block kb + 2 are in flight while the block waits at the barrier and issues the wgmma of block kb + 1.
+    auto loadSamples = [&]() {
+        if (at.chunk * f.offset_groups + og != table_of) {  // the same for every thread: all reach the barriers
+            table_of = at.chunk * f.offset_groups + og;
+            __syncthreads();  // every thread has read its entries of the table's last block
+            fillCornerTable(table, offset, mask, sp, f, work.tile0, at.chunk, og, tid, Tile::kThreads);
+            __syncthreads();
+        }
+        sampler.load(input, table, f, at, work.group);
         int const cb = at.cb;
         f.advance(at);
-        if (at.cb != cb) og = (group * f.per_group + at.cb * kFusedBK) / f.per_offset_group;
+        if (at.cb != cb) og = fusedOffsetGroup(f, work.group, at.cb);
     };
     // The block loadSamples() read last, into its stage: its weight tile by cp.async (one group: the wait at the top
     // of the next iteration), its bilinear sums into the sample tile.
@@ -423,16 +532,11 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
         }
         cpAsyncCommit();
         weight_next += Tile::kABytes;
-#pragma unroll
-        for (int jj = 0; jj < kPix; ++jj) {
-            int const p = first_pixel + 4 * jj;
-            *reinterpret_cast<uint4*>(stage + Tile::kABytes + swizzled(p, v)) =
-                interpolatePacked<T>(corner[jj], weights[jj][0], weights[jj][1]);
-        }
+        sampler.store(stage + Tile::kABytes);
     };
 
     float acc[64];  // the first wgmma overwrites it (a zero fill would be an instruction ptxas must order the
-                        // asynchronous wgmma after, serializing them)
+                    // asynchronous wgmma after, serializing them)
     // The pipeline (3 stages): iteration kb multiplies block kb, stores block kb + 1 (its weight tile and the samples
     // of the corners read by the iteration before) and loads the corners of block kb + 2 into registers. Block kb + 1
     // goes into the stage of kb - 2, whose wgmma every warpgroup waited for (wait_group 1 at the end of iteration
@@ -440,8 +544,7 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
     static_assert(kFusedStages == 3, "the loop below keeps 3 stages: kb multiplied, kb + 1 stored, kb - 1 reading");
     // The first table reads only offsets and mask, written before the kernels this one may overlap (launchFused): it
     // is filled while they finish, and the channels-last input and the reordered weight are read after they have.
-    table_of = at.chunk * f.offset_groups + og;
-    fillTable(at.chunk, og);
+    fillCornerTable(table, offset, mask, sp, f, work.tile0, at.chunk, og, tid, Tile::kThreads);
     waitPrevious();
     __syncthreads();
     loadSamples();  // block 0 (k_blocks >= 1)
@@ -472,54 +575,170 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
     }
     wgmmaWait<0>();
     pinRegisters(acc);
+    static_assert(Tile::kBM * kFusedOutPitch <= kFusedStages * Tile::kStageBytes, "the output tile must fit");
+    fusedStoreTile<T, Tile::kBM, Tile::kThreads>(acc, work, f, bias, out, partials, smem, tid, [] { __syncthreads(); });
+}
 
-    int const r = lane >> 2, q = lane & 3, w = warp & 3;
-    if (piece >= 0) {  // a piece of a tail tile: its FP32 sums as they are, fusedFixupKernel adds bias and pieces
-        float* const dst = partials + piece * (Tile::kBM * kFusedBN);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            int const row = wg * 64 + w * 16 + r + 8 * h;
-#pragma unroll
-            for (int j = 0; j < kFusedBN / 8; ++j) {
-                *reinterpret_cast<float2*>(dst + row * kFusedBN + 8 * j + 2 * q) =
-                    make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-            }
+// ------------------------------------------------------------------------------ the warp-specialized kernel
+// mbarrier and bulk-copy wrappers (sm_90): a barrier is a 64-bit word of shared memory, named by its shared address.
+__device__ __forceinline__ uint32_t sharedAddress(void const* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbarrierInit(uint32_t bar, uint32_t count) {
+    TORCHTRT_EXT_SM90A_ONLY(asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory"));
+}
+__device__ __forceinline__ void mbarrierArrive(uint32_t bar) {
+    TORCHTRT_EXT_SM90A_ONLY(asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory"));
+}
+// One arrival, and `bytes` more to come from bulk copies before the phase completes.
+__device__ __forceinline__ void mbarrierArriveExpect(uint32_t bar, uint32_t bytes) {
+    TORCHTRT_EXT_SM90A_ONLY(
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory"));
+}
+// Returns once the phase of parity `parity` has completed (a new barrier counts the phase before its first, parity 1,
+// as completed).
+__device__ __forceinline__ void mbarrierWait(uint32_t bar, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    uint32_t done = 0;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (done == 0);
+#else
+    (void)bar, (void)parity;
+    __trap();
+#endif
+}
+// `bytes` (a multiple of 16) from global src to shared dst by the copy engine, completing on barrier bar.
+__device__ __forceinline__ void bulkCopy(uint32_t dst, void const* src, uint32_t bytes, uint32_t bar) {
+    TORCHTRT_EXT_SM90A_ONLY(asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst), "l"(src),
+        "r"(bytes), "r"(bar)
+        : "memory"));
+}
+// A barrier of `threads` threads (a multiple of 32) of the block, named `id` (1-15; 0 is __syncthreads').
+__device__ __forceinline__ void namedBarrier(int id, int threads) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// The 128-channel kernel's block: 2 consumer warpgroups (one m64 tile of output channels each) that only wait and
+// issue wgmma, 2 producer warpgroups that sample (4 pixels a thread) and start each weight tile's bulk copy, and
+// kStages stages of shared memory between them, each with a `full` barrier (the producers' samples and the copy have
+// landed) and an `empty` one (every consumer warp's wgmma has read the stage). Shared memory and L1 share a
+// multiprocessor's 256 KB: 2 stages (83 KB of shared memory) leave the most L1 to the corner reads. At 4x128x100x76
+// fp16 (bench/README.md, session 15): 2 stages 48.4 us, 3 stages 48.5, 4 stages 50.3, 6 stages 51.1.
+struct FusedWsTile {
+    static constexpr int kConsumerThreads = 256;
+    static constexpr int kProducerThreads = 256;
+    static constexpr int kThreads = kConsumerThreads + kProducerThreads;
+    static constexpr int kBM = 128;
+    static constexpr int kPixelsPerWarp = kFusedBN / (kProducerThreads / 32);
+    static constexpr int kStages = 2;
+    static constexpr int kABytes = kBM * kFusedBK * 2;
+    static constexpr int kBBytes = kFusedBN * kFusedBK * 2;
+    static constexpr int kStageBytes = kABytes + kBBytes;
+    static constexpr int kTableBytes = kFusedTableTaps * kFusedBN * 16;
+    static constexpr int kBarriersAt = kStages * kStageBytes + kTableBytes;
+    static constexpr int kSmemBytes = kBarriersAt + 2 * kStages * 8 + 1024;  // + room to align to 1024
+};
+
+// The 128-channel kernel, warp-specialized: see the top of this file.
+template <typename T>
+__global__ void __launch_bounds__(FusedWsTile::kThreads, 1)
+    fusedWsKernel(T const* __restrict__ input, T const* __restrict__ offset, T const* __restrict__ mask,
+                  T const* __restrict__ prep, T const* __restrict__ bias, T* __restrict__ out,
+                  float* __restrict__ partials, SampleParams const sp, FusedParams const f, FusedSplit const split) {
+    using Tile = FusedWsTile;
+    constexpr int S = Tile::kStages;
+    extern __shared__ __align__(16) unsigned char fused_smem[];
+    unsigned char* const smem =
+        fused_smem + ((1024 - (static_cast<uint32_t>(__cvta_generic_to_shared(fused_smem)) & 1023)) & 1023);
+    int const tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    FusedWork const work = fusedWorkOf(f, split, blockIdx.x);
+    uint32_t const full0 = sharedAddress(smem + Tile::kBarriersAt);  // full[s] = full0 + 8 s
+    uint32_t const empty0 = full0 + 8 * S;                          // empty[s] = empty0 + 8 s
+    if (tid == 0) {
+        for (int s = 0; s < S; ++s) {
+            mbarrierInit(full0 + 8 * s, Tile::kProducerThreads + 1);  // + the arrival that expects the weight copy
+            mbarrierInit(empty0 + 8 * s, Tile::kConsumerThreads / 32);
         }
-        return;
+        TORCHTRT_EXT_SM90A_ONLY(asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"));
     }
-    // Epilogue: D[oc][pixel] + bias, rounded to T, through shared memory (the stages are free once every wgmma and
-    // copy is done) into the NCHW output by 16-byte stores of 8 pixels: written from the fragments directly, a warp's
-    // store was 2 bytes a lane over 8 rows, and each pixel pair took an integer division.
-    constexpr int kPitch = kFusedBN * 2 + 16;  // bytes per row: 16 more keeps the fragment stores conflict-free
-    static_assert(Tile::kBM * kPitch <= kFusedStages * Tile::kStageBytes, "the output tile must fit the stages");
-    __syncthreads();  // every warpgroup's last wgmma has read its stage
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        int const row = wg * 64 + w * 16 + r + 8 * h;
-        int const oc = mt * Tile::kBM + row;
-        float const b = bias != nullptr && oc < f.per_group_out ? toF32(bias[group * f.per_group_out + oc]) : 0.f;
-#pragma unroll
-        for (int j = 0; j < kFusedBN / 8; ++j) {
-            Pack<T, 2> pair;
-            pair.v[0] = fromF32<T>(acc[4 * j + 2 * h] + b);
-            pair.v[1] = fromF32<T>(acc[4 * j + 2 * h + 1] + b);
-            *reinterpret_cast<Pack<T, 2>*>(smem + row * kPitch + (8 * j + 2 * q) * 2) = pair;
-        }
-    }
+    auto* table = reinterpret_cast<FusedCorner<T>*>(smem + S * Tile::kStageBytes);
+    FusedCursor at = f.at(work.kb_first);
+    int og = fusedOffsetGroup(f, work.group, at.cb);
+    int table_of = at.chunk * f.offset_groups + og;
+    // the first table by every thread, from offsets and mask only: before the wait (launchFused)
+    fillCornerTable(table, offset, mask, sp, f, work.tile0, at.chunk, og, tid, Tile::kThreads);
+    waitPrevious();
     __syncthreads();
-    // 8 pixels of a chunk in one image and 16-byte aligned in the output
-    bool const vector_rows = f.pixels % 8 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
-    for (int chunk = tid; chunk < Tile::kBM * (kFusedBN / 8); chunk += Tile::kThreads) {
-        int const row = chunk / (kFusedBN / 8), first = tile0 + (chunk % (kFusedBN / 8)) * 8;
-        int const oc = mt * Tile::kBM + row;
-        if (oc >= f.per_group_out || first >= f.total) continue;
-        int64_t const channel = group * f.per_group_out + oc;
-        T const* values = reinterpret_cast<T const*>(smem + row * kPitch) + (first - tile0);
-        if (vector_rows && first + 8 <= f.total) {
-            *reinterpret_cast<uint4*>(out + fusedOutAt(f, channel, first)) = *reinterpret_cast<uint4 const*>(values);
-        } else {
-            for (int e = 0; e < 8 && first + e < f.total; ++e) out[fusedOutAt(f, channel, first + e)] = values[e];
+
+    if (warp >= Tile::kConsumerThreads / 32) {
+        // Producers: per reduction block the corners into registers, then (once the consumers are done with the
+        // stage's last block) the weight tile's bulk copy and the samples into the stage, and an arrival.
+        int const ptid = tid - Tile::kConsumerThreads;
+        FusedSampler<T, Tile::kPixelsPerWarp / 4> sampler(f, work.tile0, (ptid >> 5) * Tile::kPixelsPerWarp + (lane >> 3),
+                                                          lane);
+        unsigned char const* weight_next = reinterpret_cast<unsigned char const*>(
+            prep + ((static_cast<int64_t>(work.group) * f.m_tiles + work.mt) * f.k_blocks + work.kb_first) *
+                       (Tile::kBM * kFusedBK));
+        int s = 0;
+        uint32_t parity = 0;  // of the stage's current use
+        for (int kb = 0; kb < work.k_blocks; ++kb) {
+            if (at.chunk * f.offset_groups + og != table_of) {  // the same for every producer
+                table_of = at.chunk * f.offset_groups + og;
+                namedBarrier(1, Tile::kProducerThreads);  // every producer has read its entries of the last block
+                fillCornerTable(table, offset, mask, sp, f, work.tile0, at.chunk, og, ptid, Tile::kProducerThreads);
+                namedBarrier(1, Tile::kProducerThreads);
+            }
+            sampler.load(input, table, f, at, work.group);
+            int const cb = at.cb;
+            f.advance(at);
+            if (at.cb != cb) og = fusedOffsetGroup(f, work.group, at.cb);
+            unsigned char* const stage = smem + s * Tile::kStageBytes;
+            mbarrierWait(empty0 + 8 * s, parity ^ 1);
+            if (ptid == 0) {
+                mbarrierArriveExpect(full0 + 8 * s, Tile::kABytes);
+                bulkCopy(sharedAddress(stage), weight_next, Tile::kABytes, full0 + 8 * s);
+            }
+            weight_next += Tile::kABytes;
+            sampler.store(stage + Tile::kABytes);
+            TORCHTRT_EXT_SM90A_ONLY(asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"));  // for wgmma
+            mbarrierArrive(full0 + 8 * s);
+            if (++s == S) s = 0, parity ^= 1;
         }
+    } else {
+        // Consumers: per reduction block wait for its stage, issue its wgmma, and once the block before's wgmma has
+        // read its stage hand that stage back.
+        int const wg = warp >> 2;
+        float acc[64];  // the first wgmma overwrites it (see fusedKernel)
+        uint32_t const a0 = smemDescriptorLow(smem + wg * 64 * 128), b0 = smemDescriptorLow(smem + Tile::kABytes);
+        int s = 0, last = 0;
+        uint32_t parity = 0;
+        for (int kb = 0; kb < work.k_blocks; ++kb) {
+            mbarrierWait(full0 + 8 * s, parity);
+            uint32_t const stage_at = static_cast<uint32_t>(s * (Tile::kStageBytes >> 4));
+            pinRegisters(acc);
+            wgmmaFence();
+#pragma unroll
+            for (int k = 0; k < kFusedBK / 16; ++k) {
+                wgmma64x128<T>(acc, smemDescriptor(a0 + stage_at + k * (32 >> 4)),
+                               smemDescriptor(b0 + stage_at + k * (32 >> 4)), kb > 0 || k > 0);
+            }
+            wgmmaCommit();
+            wgmmaWait<1>();
+            pinRegisters(acc);
+            if (kb > 0 && lane == 0) mbarrierArrive(empty0 + 8 * last);
+            last = s;
+            if (++s == S) s = 0, parity ^= 1;
+        }
+        wgmmaWait<0>();
+        pinRegisters(acc);
+        static_assert(Tile::kBM * kFusedOutPitch <= S * Tile::kStageBytes, "the output tile must fit");
+        fusedStoreTile<T, Tile::kBM, Tile::kConsumerThreads>(acc, work, f, bias, out, partials, smem, tid,
+                                                             [] { namedBarrier(2, Tile::kConsumerThreads); });
     }
 }
 
@@ -559,8 +778,8 @@ inline FusedMode fusedMode() {
     return mode;
 }
 
-// Warpgroups per block: 4 (256 output channels, 16 warps to hide the corner reads) unless the conv group has at most
-// 128 output channels.
+// Multiplying warpgroups per block (an m64 tile of output channels each): 4 (256 output channels: fusedKernel, 16 warps
+// to hide the corner reads) unless the conv group has at most 128 output channels (fusedWsKernel).
 inline int fusedWarpgroups(OpSizes const& s) { return s.out_channels / s.groups > 128 ? 4 : 2; }
 
 // Output channels of a tile (an m64 tile per warpgroup), and those tiles per conv group.
@@ -629,8 +848,13 @@ cudaError_t launchFusedAs(OpSizes const& s, TorchtrtExtDeformConv2dTensors const
                         static_cast<int32_t>(fusedKBlocks(s)),
                         static_cast<int32_t>(fusedMTiles(s)), static_cast<int32_t>(s.n * s.pixels()),
                         static_cast<int32_t>(fusedPixelTiles(s))};
+    // 256-channel tiles: fusedKernel; 128-channel tiles: the warp-specialized fusedWsKernel
+    static_assert(WG == 4 || (WG == 2 && FusedWsTile::kBM == Tile::kBM), "a kernel for each tile height");
+    constexpr auto kernel = WG == 4 ? &fusedKernel<T, 4> : &fusedWsKernel<T>;
+    constexpr int threads = WG == 4 ? Tile::kThreads : FusedWsTile::kThreads;
+    constexpr int smem_bytes = WG == 4 ? Tile::kSmemBytes : FusedWsTile::kSmemBytes;
     static std::atomic<uint64_t> smem_set_on{0};
-    cudaError_t status = allowDynamicSmem(fusedKernel<T, WG>, Tile::kSmemBytes, dev, smem_set_on);
+    cudaError_t status = allowDynamicSmem(kernel, smem_bytes, dev, smem_set_on);
     if (status != cudaSuccess) return status;
     // The weight reorder (after everything before it on the stream), the transpose beside it (launched with overlap:
     // it reads only the input, and finishes after the reorder), the fused kernel beside the transpose (it fills its
@@ -651,10 +875,9 @@ cudaError_t launchFusedAs(OpSizes const& s, TorchtrtExtDeformConv2dTensors const
                           s.pad_w, s.dil_h, s.dil_w, s.taps(), s.pixels(), s.offset_groups, cg,
                           s.channels / s.offset_groups, s.rows(), s.rowsPad(), s.ld()};
     int64_t const tiles = fusedTiles(s), blocks = split.blocks(tiles);
-    status = launchKernel(fusedKernel<T, WG>, dim3(static_cast<unsigned>(blocks)), dim3(Tile::kThreads),
-                          Tile::kSmemBytes, stream, true, nhwc, static_cast<T const*>(t.offset),
-                          static_cast<T const*>(t.mask), static_cast<T const*>(prep), static_cast<T const*>(t.bias),
-                          static_cast<T*>(t.output), partials, sp, f, split);
+    status = launchKernel(kernel, dim3(static_cast<unsigned>(blocks)), dim3(threads), smem_bytes, stream, true, nhwc,
+                          static_cast<T const*>(t.offset), static_cast<T const*>(t.mask), static_cast<T const*>(prep),
+                          static_cast<T const*>(t.bias), static_cast<T*>(t.output), partials, sp, f, split);
     if (status != cudaSuccess || split.whole == tiles) return status;
     int64_t const elements = (tiles - split.whole) * Tile::kBM * kFusedBN;
     fusedFixupKernel<T, Tile::kBM>

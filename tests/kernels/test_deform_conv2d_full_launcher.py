@@ -497,6 +497,11 @@ def _fused_build_or_skip() -> None:
         pytest.skip("the kernels library has no sm_90a code: build with 90 in TORCHTRT_EXT_CUDA_ARCHS")
 
 
+def _runs_fused(names: list[str]) -> bool:
+    """True when one of the kernels is a fused implicit GEMM: fusedKernel (256-channel tiles) or fusedWsKernel (128)."""
+    return any("fusedKernel<" in n or "fusedWsKernel<" in n for n in names)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("name", FUSED)
@@ -509,7 +514,7 @@ def test_the_fused_cases_take_the_path_torchtrt_ext_dcn_fused_names(name: str, d
     _library()
     _fused_build_or_skip()
     names = _kernel_names(_make(CASES[name]), dtype)
-    fused = any("fusedKernel" in n for n in names)
+    fused = _runs_fused(names)
     columns = any("sampleKernel" in n for n in names)
     assert (fused and not columns) if mode == "1" else (columns and not fused), names
     if name in ("fused_whole_wave", "fused_split_tail"):  # (the others' cut depends on the workspace's room too)
@@ -546,6 +551,10 @@ def test_by_default_the_fused_kernel_takes_shapes_that_fill_whole_waves() -> Non
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     # 128-pixel blocks of all 256 output channels: 2 * sms * 128 pixels are two whole waves
     whole = (1, 64, 256, 2 * sms, 128, (3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 2.0, True, "rand")
-    assert any("fusedKernel" in n for n in _kernel_names(_make(whole), torch.float16))
+    wide = _kernel_names(_make(whole), torch.float16)
+    assert any("fusedKernel<" in n for n in wide) and not any("fusedWsKernel" in n for n in wide), wide
+    # 128 output channels: the warp-specialized kernel's tiles
+    narrow = _kernel_names(_make((1, 64, 128, 2 * sms, 128, *whole[5:])), torch.float16)
+    assert any("fusedWsKernel" in n for n in narrow) and not any("fusedKernel<" in n for n in narrow), narrow
     few = _kernel_names(_make(CASES["fused_groups2_offset_groups2"]), torch.float16)
-    assert any("sampleKernel" in n for n in few) and not any("fusedKernel" in n for n in few), few
+    assert any("sampleKernel" in n for n in few) and not _runs_fused(few), few
