@@ -8,7 +8,8 @@ with sigma = 2 pixels, random mask, bias). Methods:
   plugin      the launcher torchtrt_ext_deform_conv2d on NCHW tensors, as the TensorRT plugins' enqueue calls it
               (ops/_deform_conv2d_launcher.deform_conv2d_full): transpose, sampling, GEMM with the bias (cuBLASLt's;
               TORCHTRT_EXT_CUBLASLT=0 times our own tensor-core GEMM; on an H100/H200, fp16/bf16 may run the fused
-              implicit GEMM instead: TORCHTRT_EXT_DCN_FUSED=1 times it wherever it applies, =0 never)
+              implicit GEMM instead: TORCHTRT_EXT_DCN_FUSED=1 times it wherever it applies, =0 never; small
+              problems run one direct kernel: TORCHTRT_EXT_DCN_DIRECT=0 times the other routes there)
   plugin_cl   the same launcher on a channels-last input (what the plugin gets when TensorRT hands it kHWC8/kHWC)
   eager       the public ops.deform_conv2d on CUDA tensors (the same launcher behind the op's dispatch)
   torchvision torchvision.ops.deform_conv2d on CUDA

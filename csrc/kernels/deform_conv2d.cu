@@ -1,5 +1,6 @@
 // DeformConv2d behind torchtrt_ext_deform_conv2d (deform_conv2d.h): transpose (NCHW input only), sampling, GEMM; or,
-// for fp16/bf16 on sm_90a where it fits, transpose and the fused implicit GEMM of deform_conv2d_sm90.cuh.
+// for fp16/bf16 on sm_90a where it fits, transpose and the fused implicit GEMM of deform_conv2d_sm90.cuh; or, for small
+// problems, the one kernel of deform_conv2d_direct.cuh.
 //
 // Columns: per image [pixel][groups * rows_pad], group g's rows at [g * rows_pad, g * rows_pad + rows) tap-major,
 // row = k * Cg + c' (k = i * kernel_w + j the tap, c' the channel within the conv group, Cg the group's channels),
@@ -161,6 +162,15 @@ cudaError_t allowDynamicSmem(Kernel* kernel, int bytes, Device const& dev, std::
     cudaError_t const status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     if (status == cudaSuccess && bit != 0) set_on.fetch_or(bit, std::memory_order_release);
     return status;
+}
+
+// How an environment variable routes the launcher (read once per process by its caller): "0" never takes a path,
+// "1" takes it wherever it applies, anything else or unset lets the sizes choose.
+enum class RouteMode { kOff, kWherever, kAuto };
+inline RouteMode routeModeOf(char const* variable) {
+    char const* env = std::getenv(variable);
+    std::string const value = env != nullptr ? env : "";
+    return value == "0" ? RouteMode::kOff : value == "1" ? RouteMode::kWherever : RouteMode::kAuto;
 }
 
 // ------------------------------------------------------------------------------------------------------ sizes
@@ -379,8 +389,9 @@ __device__ __forceinline__ void copyWeight(WeightCopy<T, Col> const& w) {
     }
 }
 
-// Bilinear corner weights (mask folded in) and channels-last element offsets (-1: outside, not read) of tap k at
-// output pixel pix of offset-group plane `plane` (= image * offset_groups + group).
+// Bilinear corner weights (mask folded in) and element offsets within the image (-1: outside, not read) of tap k at
+// output pixel pix of offset-group plane `plane` (= image * offset_groups + group); pixel_stride: the elements from one
+// input pixel to the next (channels-last: the channel count; one NCHW channel plane: 1).
 template <typename Idx>
 struct alignas(16) Corners {
     float w[4];
@@ -389,7 +400,8 @@ struct alignas(16) Corners {
 
 template <typename T, typename Idx>
 __device__ __forceinline__ Corners<Idx> cornersOf(T const* __restrict__ offset, T const* __restrict__ mask,
-                                                  SampleParams const& p, Idx plane, Idx pix, Idx oy, Idx ox, int k) {
+                                                  SampleParams const& p, Idx plane, Idx pix, Idx oy, Idx ox, int k,
+                                                  Idx pixel_stride) {
     int const i = k / static_cast<int>(p.kernel_w);
     int const j = k - i * static_cast<int>(p.kernel_w);
     Idx const taps = static_cast<Idx>(p.taps), pixels = static_cast<Idx>(p.pixels);
@@ -416,12 +428,11 @@ __device__ __forceinline__ Corners<Idx> cornersOf(T const* __restrict__ offset, 
         int const x0 = static_cast<int>(x0f);
         float const hy = 1.f - ly, hx = 1.f - lx;
         bool const top = y0 >= 0, bottom = y0 + 1 <= h - 1, left = x0 >= 0, right = x0 + 1 <= w - 1;
-        Idx const channels = static_cast<Idx>(p.channels);
         Idx const row0 = static_cast<Idx>(y0) * w, row1 = row0 + w;
-        if (top && left) { c.w[0] = hy * hx * m; c.at[0] = (row0 + x0) * channels; }
-        if (top && right) { c.w[1] = hy * lx * m; c.at[1] = (row0 + x0 + 1) * channels; }
-        if (bottom && left) { c.w[2] = ly * hx * m; c.at[2] = (row1 + x0) * channels; }
-        if (bottom && right) { c.w[3] = ly * lx * m; c.at[3] = (row1 + x0 + 1) * channels; }
+        if (top && left) { c.w[0] = hy * hx * m; c.at[0] = (row0 + x0) * pixel_stride; }
+        if (top && right) { c.w[1] = hy * lx * m; c.at[1] = (row0 + x0 + 1) * pixel_stride; }
+        if (bottom && left) { c.w[2] = ly * hx * m; c.at[2] = (row1 + x0) * pixel_stride; }
+        if (bottom && right) { c.w[3] = ly * lx * m; c.at[3] = (row1 + x0 + 1) * pixel_stride; }
     }
     return c;
 }
@@ -512,7 +523,8 @@ __global__ void __launch_bounds__(kThreads, kSampleBlocks)
                     int const k = e / tile_pixels, q = e - k * tile_pixels;
                     Idx const y = y0 + q / kTileW, x = x0 + q % kTileW;
                     if (y < out_h && x < out_w) {
-                        table[e] = cornersOf<T, Idx>(offset, mask, p, plane, y * out_w + x, y, x, k0 + k);
+                        table[e] = cornersOf<T, Idx>(offset, mask, p, plane, y * out_w + x, y, x, k0 + k,
+                                                                   static_cast<Idx>(p.channels));
                     }
                 }
                 __syncthreads();
@@ -571,7 +583,8 @@ __global__ void __launch_bounds__(kThreads, kSampleBlocks)
 #pragma unroll 1
         for (int k = first_tap; k < end_tap; ++k) {
             float tap[VEC];
-            interpolate<float, VEC, Idx>(src, cornersOf<float, Idx>(offset, mask, p, plane, pix, oy, ox, k), tap);
+            interpolate<float, VEC, Idx>(
+                src, cornersOf<float, Idx>(offset, mask, p, plane, pix, oy, ox, k, static_cast<Idx>(p.channels)), tap);
             Pack<__nv_bfloat16, VEC> hi, lo;
 #pragma unroll
             for (int e = 0; e < VEC; ++e) {
@@ -953,6 +966,7 @@ cudaError_t launchGemm(T const* prep, T const* columns, T* out, GemmParams const
 }  // namespace deform_conv2d_detail
 }  // namespace torchtrt_ext
 
+#include "kernels/deform_conv2d_direct.cuh"
 #include "kernels/deform_conv2d_sm90.cuh"
 
 namespace torchtrt_ext {
@@ -1148,6 +1162,11 @@ int32_t deformConv2d(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, 
     bool fused = false;  // fp16/bf16 on sm_90a: the implicit GEMM (deform_conv2d_sm90.cuh), no columns
     if constexpr (!std::is_same_v<T, float>) {
         fused = fusedFits(s, dev, workspace_bytes) && (!s.channels_last || aligned16(t.input));
+    }
+    // The direct kernel for small problems (deform_conv2d_direct.cuh) first, unless TORCHTRT_EXT_DCN_FUSED=1 forces
+    // the fused kernel where that applies and TORCHTRT_EXT_DCN_DIRECT=1 does not force the direct one.
+    if (directFits(s) && (directMode() == RouteMode::kWherever || !fused || fusedMode() != RouteMode::kWherever)) {
+        return static_cast<int32_t>(launchDirect<T>(s, t, stream));
     }
     Route route{};
     if (!fused && !chooseRoute<T>(route, s, dev, workspace_bytes - fixed, base + fixed, base + s.nhwcBytes(), out)) {

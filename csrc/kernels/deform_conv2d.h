@@ -12,7 +12,11 @@
 // with out_h = (height + 2 * pad_h - dil_h * (kernel_h - 1) - 1) / stride_h + 1 (out_w alike), computed here.
 // All tensors of one data type: float, __half or __nv_bfloat16.
 //
-// Two steps per slice of images: the sampling kernel writes the deformable columns (pixel-major, each conv group's
+// Small problems (up to kDirectMaxMacs multiply-adds, kernels of at most 14 taps) run as one kernel, every data type and
+// compute capability: it samples into shared memory and multiplies in true FP32, reading the input in its own layout
+// and the weight as it is (deform_conv2d_direct.cuh); TORCHTRT_EXT_DCN_DIRECT=0 never takes it, =1 wherever it
+// applies. The others:
+// two steps per slice of images: the sampling kernel writes the deformable columns (pixel-major, each conv group's
 // rows tap by tap (tap, channel), then a row of ones), then a GEMM multiplies the weight by them and writes NCHW.
 // The weight is copied per call into the same (tap, channel) order with the bias in the place that meets the ones
 // row, so the GEMM adds it. The GEMM is cuBLASLt's where the library loads (kernels/cublaslt.h: dlopen at run time,

@@ -355,7 +355,7 @@ __device__ void fillCornerTable(FusedCorner<T>* table, T const* __restrict__ off
             int const y = px / f.out_w;
             int64_t const planes = static_cast<int64_t>(im) * f.offset_groups * f.taps * f.pixels;
             entry = packCorners<T>(cornersOf<T, int32_t>(offset + 2 * planes, mask != nullptr ? mask + planes : nullptr,
-                                                         sp, og, px, y, px - y * f.out_w, k),
+                                                         sp, og, px, y, px - y * f.out_w, k, f.channels),
                                    f.channels, f.width * f.channels);
         }
         table[e] = entry;
@@ -768,13 +768,8 @@ __global__ void fusedFixupKernel(float const* __restrict__ partials, T const* __
 
 // TORCHTRT_EXT_DCN_FUSED: "0" never runs the fused kernel, "1" runs it wherever it applies (the tests reach its edge
 // cases through it), anything else or unset lets fusedFits choose by the shape. Read once per process.
-enum class FusedMode { kOff, kWherever, kAuto };
-inline FusedMode fusedMode() {
-    static FusedMode const mode = [] {
-        char const* env = std::getenv("TORCHTRT_EXT_DCN_FUSED");
-        std::string const value = env != nullptr ? env : "";
-        return value == "0" ? FusedMode::kOff : value == "1" ? FusedMode::kWherever : FusedMode::kAuto;
-    }();
+inline RouteMode fusedMode() {
+    static RouteMode const mode = routeModeOf("TORCHTRT_EXT_DCN_FUSED");
     return mode;
 }
 
@@ -810,13 +805,13 @@ inline bool fusedFits(OpSizes const& s, Device const& dev, int64_t workspace_byt
 #ifdef TORCHTRT_EXT_SM90A
     constexpr int64_t kNarrow = 0x7fffffff;
     int64_t const cg = s.channels / s.groups;
-    FusedMode const mode = fusedMode();
-    bool const applies = mode != FusedMode::kOff && dev.major == 9 && dev.minor == 0 && s.elem == 2 &&
+    RouteMode const mode = fusedMode();
+    bool const applies = mode != RouteMode::kOff && dev.major == 9 && dev.minor == 0 && s.elem == 2 &&
                          cg % kFusedBK == 0 && (s.channels / s.offset_groups) % kFusedBK == 0 &&
                          s.n * s.height * s.width * s.channels <= kNarrow && s.n * s.pixels() <= kNarrow - kFusedBN &&
                          2 * s.offset_groups * s.taps() * s.pixels() <= kNarrow &&
                          fusedTiles(s) <= kMaxGridX - dev.sms && s.nhwcBytes() + fusedWeightBytes(s) <= workspace_bytes;
-    if (!applies || mode == FusedMode::kWherever) return applies;
+    if (!applies || mode == RouteMode::kWherever) return applies;
     int64_t const tiles = fusedTiles(s), waves = (tiles + dev.sms - 1) / dev.sms;
     return tiles * 10 >= waves * dev.sms * 7;
 #else

@@ -83,6 +83,7 @@ CASES = {
                          True, "rand"),
 }
 FUSED = [name for name in CASES if name.startswith("fused_")]
+DIRECT_MAX_TAPS = 14  # kDirectMaxTaps (csrc/kernels/deform_conv2d_direct.cuh): larger kernels take the other routes
 
 
 def _library() -> ctypes.CDLL:
@@ -528,7 +529,7 @@ def test_both_paths_on_the_fused_cases(mode: str) -> None:
     (=1) and through the column path (=0): the variable is read once per process, so each runs in a subprocess. The
     default route picks by shape (below)."""
     _library()
-    env = {**os.environ, "TORCHTRT_EXT_DCN_FUSED": mode}
+    env = {**os.environ, "TORCHTRT_EXT_DCN_FUSED": mode, "TORCHTRT_EXT_DCN_DIRECT": "0"}  # (small ones: direct)
     tests = [f"{__file__}::{name}" for name in (
         "test_full_launcher_matches_float64_reference", "test_the_fused_cases_take_the_path_torchtrt_ext_dcn_fused_names",
         "test_channels_last_input_is_read_as_it_is", "test_a_workspace_full_of_nan_does_not_leak_into_the_output",
@@ -544,8 +545,8 @@ def test_both_paths_on_the_fused_cases(mode: str) -> None:
 def test_by_default_the_fused_kernel_takes_shapes_that_fill_whole_waves() -> None:
     """Unset TORCHTRT_EXT_DCN_FUSED: blocks filling two whole waves of the GPU's multiprocessors take the fused kernel;
     6 blocks (the column path's finer kernels are faster there) take the column path."""
-    if os.environ.get("TORCHTRT_EXT_DCN_FUSED") in ("0", "1"):
-        pytest.skip("the default route: TORCHTRT_EXT_DCN_FUSED is set")
+    if os.environ.get("TORCHTRT_EXT_DCN_FUSED") in ("0", "1") or os.environ.get("TORCHTRT_EXT_DCN_DIRECT") in ("0", "1"):
+        pytest.skip("the default route: TORCHTRT_EXT_DCN_FUSED or TORCHTRT_EXT_DCN_DIRECT is set")
     _library()
     _fused_build_or_skip()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -556,5 +557,78 @@ def test_by_default_the_fused_kernel_takes_shapes_that_fill_whole_waves() -> Non
     # 128 output channels: the warp-specialized kernel's tiles
     narrow = _kernel_names(_make((1, 64, 128, 2 * sms, 128, *whole[5:])), torch.float16)
     assert any("fusedWsKernel" in n for n in narrow) and not any("fusedKernel<" in n for n in narrow), narrow
-    few = _kernel_names(_make(CASES["fused_groups2_offset_groups2"]), torch.float16)
+    # 8 blocks, too much work for the direct kernel: the column path
+    few = _kernel_names(_make((1, 256, 256, 32, 32, *whole[5:])), torch.float16)
     assert any("sampleKernel" in n for n in few) and not _runs_fused(few), few
+
+
+# ------------------------------------------------------------------------------------- the direct kernel's route
+def _launches(names: list[str]) -> list[str]:
+    """The kernels among the device events of a call (not the test's own copies of its inputs to the GPU)."""
+    return [n for n in names if not n.startswith(("Memcpy", "Memset"))]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_route_torchtrt_ext_dcn_direct_names(name: str, dtype: torch.dtype) -> None:
+    """TORCHTRT_EXT_DCN_DIRECT=1: every case of at most DIRECT_MAX_TAPS taps is one launch of the direct kernel (no
+    transpose, columns, GEMM or fixup), the 7x7 ones take the other routes; =0: it never runs. Run by the test
+    below."""
+    mode = os.environ.get("TORCHTRT_EXT_DCN_DIRECT")
+    if mode not in ("0", "1"):
+        pytest.skip("runs in the subprocesses of test_both_routes_on_every_case (TORCHTRT_EXT_DCN_DIRECT=0 or 1)")
+    _library()
+    names = _launches(_kernel_names(_make(CASES[name]), dtype))
+    direct = [n for n in names if "directKernel<" in n]
+    applies = CASES[name][5][0] * CASES[name][5][1] <= DIRECT_MAX_TAPS
+    assert (len(names) == 1 and len(direct) == 1) if mode == "1" and applies else (names and not direct), names
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["1", "0"])
+def test_both_routes_on_every_case(mode: str) -> None:
+    """Every value test of this file through the direct kernel (=1) and through the other routes (=0): the variable
+    is read once per process, so each runs in a subprocess. By default small problems take the direct kernel
+    (below), so the default run of the table mixes both."""
+    _library()
+    env = {**os.environ, "TORCHTRT_EXT_DCN_DIRECT": mode}
+    env.pop("TORCHTRT_EXT_DCN_FUSED", None)
+    tests = [f"{__file__}::{name}" for name in (
+        "test_full_launcher_matches_float64_reference", "test_the_route_torchtrt_ext_dcn_direct_names",
+        "test_float32_keeps_its_accuracy_at_any_magnitude",
+        "test_a_workspace_of_one_image_gives_the_same_result_in_several_passes",
+        "test_misaligned_pointers_take_the_unaligned_paths", "test_channels_last_input_is_read_as_it_is",
+        "test_calls_queued_back_to_back_each_read_their_own_input",
+        "test_a_cuda_graph_of_the_launcher_replays_it_on_new_values",
+        "test_a_workspace_full_of_nan_does_not_leak_into_the_output", "test_empty_batch_and_no_input_channels",
+        "test_the_eager_op_runs_the_launcher")]
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
+                         env=env, capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert " passed" in run.stdout and " failed" not in run.stdout, run.stdout[-2000:]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_by_default_small_problems_are_one_launch_of_the_direct_kernel(dtype: torch.dtype) -> None:
+    """Unset TORCHTRT_EXT_DCN_DIRECT: the direct kernel takes the sizes where it measured faster (directMaxMacs):
+    NCHW float32 up to 2^26 multiply-adds (issue 30's 1x64->64x40x40), fp16/bf16 and channels-last float32 up to
+    2^22, channels-last fp16/bf16 never; larger ones take the other routes."""
+    if os.environ.get("TORCHTRT_EXT_DCN_FUSED") in ("0", "1") or os.environ.get("TORCHTRT_EXT_DCN_DIRECT") in ("0", "1"):
+        pytest.skip("the default route: TORCHTRT_EXT_DCN_FUSED or TORCHTRT_EXT_DCN_DIRECT is set")
+    _library()
+    rest = ((3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 2.0, True, "rand")
+
+    def direct(case: tuple, channels_last: bool = False) -> bool:
+        t = _make(case)
+        if channels_last:
+            t["input"] = t["input"].contiguous(memory_format=torch.channels_last)
+        names = _launches(_kernel_names(t, dtype))
+        assert names, names
+        return names == [n for n in names if "directKernel<" in n] and len(names) == 1
+
+    tiny, small, large = (1, 16, 16, 32, 32, *rest), (1, 64, 64, 40, 40, *rest), (2, 64, 64, 40, 40, *rest)
+    fp32 = dtype == torch.float32
+    assert direct(tiny) and direct(small) == fp32 and not direct(large)
+    assert direct(tiny, channels_last=True) == fp32 and not direct(small, channels_last=True)

@@ -1,0 +1,318 @@
+// DeformConv2d for small problems: the whole op in one kernel (directKernel), included by deform_conv2d.cu after its
+// sampling helpers (cornersOf). No transpose, no columns, no separate GEMM, no workspace: on a 1x64x40x40 problem
+// the column path's four kernels spent more time in the gaps between their launches than in their work
+// (bench/README.md, session 16). Every data type and every compute capability; sums in FP32 (true FP32
+// multiply-adds, no tensor cores: float32 keeps float32's accuracy).
+//
+// A block computes kDirectPixels output pixels of one image for kDirectOut output channels of one conv group. It walks
+// the group's reduction rows in the weight's own order (row r = c' * K + k: channel c' of the group, tap k, so the
+// weight is read as it is) in stages of kDirectRows rows: the stage's samples, bilinear in FP32 from the input in its
+// own layout (NCHW or channels-last), go to shared memory as [row][pixel], its weight rows as [row][output channel],
+// then every thread multiplies kDirectThreadPixels pixels by kDirectThreadOut output channels over its share of the
+// stage's rows (kDirectSplit threads a tile element, their sums added at the end). Two stages in shared memory: the
+// next stage's reads are issued into registers before the current one is multiplied and go to shared memory after
+// it, one block barrier a stage. The bilinear corners of every
+// (tap, pixel) of the tile are computed once per offset group into a table (cornersOf); stages never cross an offset
+// group, so a conv group spanning several offset groups refills the table between them. The bias is added at the end.
+#pragma once
+
+namespace torchtrt_ext {
+namespace deform_conv2d_detail {
+
+constexpr int kDirectPixels = 16;  // output pixels of a block (one image)
+constexpr int kDirectOut = 64;     // output channels of a block (one conv group)
+constexpr int kDirectRows = 64;    // reduction rows of a stage
+constexpr int kDirectThreadPixels = 2;  // a thread's sums: this many pixels (side by side) x
+constexpr int kDirectThreadOut = 2;     // this many output channels (side by side)
+constexpr int kDirectTileThreads = kDirectPixels / kDirectThreadPixels * (kDirectOut / kDirectThreadOut);  // 256
+// The rows of a stage are split over this many sets of kDirectTileThreads threads, whose sums are added at the end:
+// the warps of a small problem are too few to hide the latency of the reads without it.
+constexpr int kDirectSplit = 2;
+constexpr int kDirectThreads = kDirectTileThreads * kDirectSplit;
+constexpr int kDirectThreadSamples = kDirectRows * kDirectPixels / kDirectThreads;  // of a stage, per thread
+constexpr int kDirectThreadWeights = kDirectRows * kDirectOut / kDirectThreads;
+static_assert(kDirectThreadSamples * kDirectThreads == kDirectRows * kDirectPixels &&
+                  kDirectThreadWeights * kDirectThreads == kDirectRows * kDirectOut,
+              "a stage's samples and weights spread evenly over the threads");
+constexpr int kDirectWeightLd = kDirectOut + 2;  // floats a weight row takes in shared memory: 2-way bank conflicts
+                                                 // where the loads (rows side by side) store, 8-byte aligned pairs
+// The corner table holds every tap of the tile: 14 taps at most (3x3, 3x4, 1x7, ...), so that table and stages fit
+// the 48 KB a block may take without opting in (which Turing caps at 64 KB); larger kernels take the other routes.
+constexpr int kDirectMaxTaps = 14;
+static_assert(kDirectMaxTaps * kDirectPixels * 32 + 2 * kDirectRows * (kDirectPixels + kDirectWeightLd) * 4 <= 48 * 1024,
+              "the largest table and the stages fit 48 KB");
+
+struct DirectParams {
+    int32_t pixel_stride, channel_stride;  // input elements between pixels and between channels of an image
+    int32_t image_elements;                // input elements of an image
+    int32_t per_group_out, out_channels, m_tiles;  // m_tiles: blocks of kDirectOut output channels per conv group
+};
+
+// v itself, but opaque to the compiler, so that it is kept in a register: without it, ptxas rebuilt the per-thread
+// pointers from the kernel's parameters at every load (8 instructions a load instead of 2).
+template <typename V>
+__device__ __forceinline__ V inRegister(V v) {
+    static_assert(sizeof(V) == 8 || sizeof(V) == 4, "a 32- or 64-bit value");
+    if constexpr (sizeof(V) == 8) {
+        uint64_t bits;
+        __builtin_memcpy(&bits, &v, 8);
+        asm volatile("" : "+l"(bits));
+        __builtin_memcpy(&v, &bits, 8);
+    } else {
+        uint32_t bits;
+        __builtin_memcpy(&bits, &v, 4);
+        asm volatile("" : "+r"(bits));
+        __builtin_memcpy(&v, &bits, 4);
+    }
+    return v;
+}
+
+// N consecutive floats of shared memory (8 * N-byte aligned) in one load.
+template <int N>
+__device__ __forceinline__ void loadFloats(float const* src, float (&dst)[N]) {
+    static_assert(N == 1 || N == 2 || N == 4, "1, 2 or 4 floats a load");
+    if constexpr (N == 4) {
+        float4 const v = *reinterpret_cast<float4 const*>(src);
+        dst[0] = v.x, dst[1] = v.y, dst[2] = v.z, dst[3] = v.w;
+    } else if constexpr (N == 2) {
+        float2 const v = *reinterpret_cast<float2 const*>(src);
+        dst[0] = v.x, dst[1] = v.y;
+    } else {
+        dst[0] = *src;
+    }
+}
+
+inline size_t directSmemBytes(int64_t taps) {
+    return static_cast<size_t>(taps) * kDirectPixels * sizeof(Corners<int32_t>) +
+           2 * kDirectRows * (kDirectPixels + kDirectWeightLd) * sizeof(float);
+}
+
+// Block (x, y, z) = (pixel tile, conv group * m_tiles + output-channel tile, image).
+template <typename T>
+__global__ void __launch_bounds__(kDirectThreads)
+    directKernel(T const* __restrict__ input, T const* __restrict__ offset, T const* __restrict__ mask,
+                 T const* __restrict__ weight, T const* __restrict__ bias, T* __restrict__ out, SampleParams const p,
+                 DirectParams const d) {
+    extern __shared__ float4 direct_smem[];
+    auto* table = reinterpret_cast<Corners<int32_t>*>(direct_smem);  // [tap][pixel]
+    int const taps = static_cast<int>(p.taps), pixels = static_cast<int>(p.pixels);
+    float* const samples = reinterpret_cast<float*>(table + taps * kDirectPixels);  // [stage][row][pixel]
+    float* const weights = samples + 2 * kDirectRows * kDirectPixels;             // [stage][row][output channel]
+    int const tid = threadIdx.x;
+    int const img = blockIdx.z;
+    int const group = static_cast<int>(blockIdx.y) / d.m_tiles;
+    int const m0 = (static_cast<int>(blockIdx.y) - group * d.m_tiles) * kDirectOut;
+    int const m_here = min(kDirectOut, d.per_group_out - m0);
+    int const p0 = static_cast<int>(blockIdx.x) * kDirectPixels;
+    int const per_group = static_cast<int>(p.per_group), per_og = static_cast<int>(p.per_offset_group);
+    int const rows = per_group * taps;
+    int const first_channel = group * per_group;  // of the conv group, among all input channels
+    T const* const src = input + static_cast<int64_t>(img) * d.image_elements +
+                         static_cast<int64_t>(first_channel) * d.channel_stride;
+    T const* const wsrc = weight + static_cast<int64_t>(group * d.per_group_out + m0) * rows;
+
+    auto const fill_table = [&](int og) {
+        int const plane = img * static_cast<int>(p.offset_groups) + og;
+        for (int e = tid; e < taps * kDirectPixels; e += kDirectThreads) {
+            int const k = e / kDirectPixels, pix = p0 + e % kDirectPixels;
+            Corners<int32_t> c{{0.f, 0.f, 0.f, 0.f}, {-1, -1, -1, -1}};  // past the image's pixels: zeros
+            if (pix < pixels) {
+                int const oy = pix / static_cast<int>(p.out_w);
+                c = cornersOf<T, int32_t>(offset, mask, p, plane, pix, oy, pix - oy * static_cast<int>(p.out_w), k,
+                                          d.pixel_stride);
+            }
+            table[e] = c;
+        }
+    };
+    // The end of the offset group holding row r (rows of one offset group are whole channels of it).
+    auto const og_of = [&](int r) { return (first_channel + r / taps) / per_og; };
+    auto const og_end = [&](int og) { return min(rows, ((og + 1) * per_og - first_channel) * taps); };
+    // A stage's global reads go to registers first (load_stage: the rows [r0, r1); the rows after r1 and the output
+    // channels past the group's read as zeros), issued before the multiplication of the stage before and stored to
+    // shared memory after it (store_stage), so their latency hides behind it. Consecutive threads read consecutive
+    // pixels of a row, and consecutive weight rows of an output channel (coalesced).
+    // Thread tid samples pixel sp of rows srow, srow + kSampleRowStep, ... of a stage and reads the weights of output
+    // channels wm, wm + kWeightOutStep, ... at row wr: 32-bit offsets from per-thread bases.
+    constexpr int kSampleRowStep = kDirectThreads / kDirectPixels, kWeightOutStep = kDirectThreads / kDirectRows;
+    int const sp = tid % kDirectPixels, srow = tid / kDirectPixels;
+    int const wm = tid / kDirectRows, wr = tid % kDirectRows;
+    T const* const wthread = inRegister(wsrc + wm * rows + wr);
+    int const wstep = inRegister(kWeightOutStep * rows);
+    T const* const sthread = inRegister(src);
+    int const channel_stride = inRegister(d.channel_stride);
+    float corner_w[kDirectThreadSamples][4];
+    T corner_v[kDirectThreadSamples][4];
+    T weight_v[kDirectThreadWeights];
+    auto const load_stage = [&](int r0, int r1) {
+        int r = r0 + srow, c = r / taps, k = r - c * taps;  // row r = c * taps + k
+#pragma unroll
+        for (int i = 0; i < kDirectThreadSamples; ++i) {
+            Corners<int32_t> corners{{0.f, 0.f, 0.f, 0.f}, {-1, -1, -1, -1}};
+            if (r < r1) corners = table[k * kDirectPixels + sp];
+            int const base = c * channel_stride;
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                corner_w[i][q] = corners.w[q];
+                corner_v[i][q] = corners.at[q] >= 0 ? sthread[base + corners.at[q]] : fromF32<T>(0.f);  // outside: not read
+            }
+            r += kSampleRowStep;
+            for (k += kSampleRowStep; k >= taps; k -= taps) ++c;
+        }
+        bool const row_in = r0 + wr < r1;
+#pragma unroll
+        for (int j = 0; j < kDirectThreadWeights; ++j) {
+            weight_v[j] = row_in && wm + j * kWeightOutStep < m_here ? wthread[r0 + j * wstep] : fromF32<T>(0.f);
+        }
+    };
+    auto const store_stage = [&](int stage) {
+        float* s = samples + stage * kDirectRows * kDirectPixels + tid;
+#pragma unroll
+        for (int i = 0; i < kDirectThreadSamples; ++i) {
+            float v = 0.f;
+#pragma unroll
+            for (int q = 0; q < 4; ++q) v += corner_w[i][q] * toF32(corner_v[i][q]);
+            s[i * kDirectThreads] = v;
+        }
+        float* w = weights + stage * kDirectRows * kDirectWeightLd + wr * kDirectWeightLd + wm;
+#pragma unroll
+        for (int j = 0; j < kDirectThreadWeights; ++j) w[j * kWeightOutStep] = toF32(weight_v[j]);
+    };
+
+    // pixels kDirectThreadPixels * tp + i and output channels kDirectThreadOut * tm + j of the tile
+    // of the split's rows [split * kSplitRows, (split + 1) * kSplitRows) of every stage
+    constexpr int kSplitRows = kDirectRows / kDirectSplit;
+    static_assert(kSplitRows * kDirectSplit == kDirectRows, "whole rows a split");
+    int const split = tid / kDirectTileThreads, ct = tid % kDirectTileThreads;
+    int const tp = ct % (kDirectPixels / kDirectThreadPixels), tm = ct / (kDirectPixels / kDirectThreadPixels);
+    float acc[kDirectThreadPixels][kDirectThreadOut] = {};
+    int og = og_of(0), r1 = min(kDirectRows, og_end(og)), stage = 0;  // stage `stage` holds rows up to r1
+    fill_table(og);
+    __syncthreads();
+    load_stage(0, r1);
+    store_stage(0);
+    __syncthreads();
+    while (true) {
+        bool const more = r1 < rows;
+        int n1 = r1;
+        if (more) {  // the next stage's reads (nobody reads the table now)
+            if (r1 == og_end(og)) {
+                og = og_of(r1);
+                fill_table(og);
+                __syncthreads();
+            }
+            n1 = min(r1 + kDirectRows, og_end(og));
+            load_stage(r1, n1);
+        }
+        float const* s = samples + (stage * kDirectRows + split * kSplitRows) * kDirectPixels + kDirectThreadPixels * tp;
+        float const* w = weights + (stage * kDirectRows + split * kSplitRows) * kDirectWeightLd + kDirectThreadOut * tm;
+#pragma unroll 8
+        for (int rr = 0; rr < kSplitRows; ++rr) {
+            float a[kDirectThreadPixels], b[kDirectThreadOut];
+            loadFloats(s + rr * kDirectPixels, a);
+            loadFloats(w + rr * kDirectWeightLd, b);
+#pragma unroll
+            for (int i = 0; i < kDirectThreadPixels; ++i)
+#pragma unroll
+                for (int j = 0; j < kDirectThreadOut; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        }
+        if (more) store_stage(stage ^ 1);
+        __syncthreads();  // this stage is read; the next one is written
+        if (!more) break;
+        r1 = n1;
+        stage ^= 1;
+    }
+    // The splits' sums meet in shared memory (the stages are free now), the first split adds them up and stores.
+    float* const partial = samples + ct * kDirectThreadPixels * kDirectThreadOut;
+    constexpr int kPartials = kDirectTileThreads * kDirectThreadPixels * kDirectThreadOut;
+    static_assert((kDirectSplit - 1) * kPartials <= 2 * kDirectRows * (kDirectPixels + kDirectWeightLd),
+                  "the partial sums fit the stages");
+    if (split > 0) {
+#pragma unroll
+        for (int i = 0; i < kDirectThreadPixels; ++i)
+#pragma unroll
+            for (int j = 0; j < kDirectThreadOut; ++j)
+                partial[(split - 1) * kPartials + i * kDirectThreadOut + j] = acc[i][j];
+    }
+    __syncthreads();
+    if (split > 0) return;
+    for (int other = 1; other < kDirectSplit; ++other) {
+#pragma unroll
+        for (int i = 0; i < kDirectThreadPixels; ++i)
+#pragma unroll
+            for (int j = 0; j < kDirectThreadOut; ++j)
+                acc[i][j] += partial[(other - 1) * kPartials + i * kDirectThreadOut + j];
+    }
+#pragma unroll
+    for (int j = 0; j < kDirectThreadOut; ++j) {
+        int const m = m0 + kDirectThreadOut * tm + j;
+        if (m - m0 >= m_here) continue;
+        int const channel = group * d.per_group_out + m;
+        float const b = bias != nullptr ? toF32(bias[channel]) : 0.f;
+        T* dst = out + (static_cast<int64_t>(img) * d.out_channels + channel) * pixels;
+#pragma unroll
+        for (int i = 0; i < kDirectThreadPixels; ++i) {
+            int const pix = p0 + kDirectThreadPixels * tp + i;
+            if (pix < pixels) dst[pix] = fromF32<T>(acc[i][j] + b);
+        }
+    }
+}
+
+// TORCHTRT_EXT_DCN_DIRECT: "0" never runs the direct kernel, "1" wherever it applies (the tests reach every case
+// through it), anything else or unset lets directFits choose by the size. Read once per process.
+inline RouteMode directMode() {
+    static RouteMode const mode = routeModeOf("TORCHTRT_EXT_DCN_DIRECT");
+    return mode;
+}
+
+// True when the direct kernel applies: a kernel of at most kDirectMaxTaps taps, 32-bit indices over the input, the
+// offsets and the output, and a grid within CUDA's limits.
+inline bool directApplies(OpSizes const& s) {
+    constexpr int64_t kNarrow = 0x7fffffff;
+    int64_t const m_tiles = (s.out_channels / s.groups + kDirectOut - 1) / kDirectOut;
+    return directMode() != RouteMode::kOff && s.taps() <= kDirectMaxTaps &&
+           s.n * s.channels * s.height * s.width <= kNarrow && s.n * 2 * s.offset_groups * s.taps() * s.pixels() <= kNarrow &&
+           s.n * s.out_channels * s.pixels() <= kNarrow && s.out_channels * s.channels / s.groups * s.taps() <= kNarrow &&
+           s.n <= kMaxGridYZ && s.groups * m_tiles <= kMaxGridYZ;
+}
+
+// Multiply-adds (output values times reduction rows) up to which the direct kernel is the default: where it measured
+// faster than the other routes on the H200 (bench/deform_conv_routes.py, bench/README.md, session 17). NCHW float32:
+// 59 M (1x64->64x40x40) 24.1 against 26.0 us, 118 M 36.6 against 29.9; NCHW fp16/bf16: 2 M 11.0 against 14.2, 15 M
+// 15.2 against 14.8 (the column path's fp16 GEMM is fast); channels-last float32: 2 M 12.8 against 16.6, 15 M 21.9
+// against 16.9 (its reads of one channel at 16 pixels are 16 sectors); channels-last fp16/bf16: never faster.
+inline int64_t directMaxMacs(OpSizes const& s) {
+    if (s.channels_last) return s.elem == 4 ? int64_t{1} << 22 : 0;
+    return s.elem == 4 ? int64_t{1} << 26 : int64_t{1} << 22;
+}
+
+// True when the direct kernel runs the op: it applies and, unless TORCHTRT_EXT_DCN_DIRECT says otherwise, the
+// problem is small (directMaxMacs).
+inline bool directFits(OpSizes const& s) {
+    if (!directApplies(s)) return false;
+    return directMode() == RouteMode::kWherever ||
+           s.n * s.pixels() * s.out_channels * (s.channels / s.groups) * s.taps() <= directMaxMacs(s);
+}
+
+template <typename T>
+cudaError_t launchDirect(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, cudaStream_t stream) {
+    int64_t const pixels = s.pixels();
+    SampleParams const sp{s.channels, s.height, s.width, s.kernel_w, s.out_w, s.stride_h, s.stride_w, s.pad_h,
+                          s.pad_w, s.dil_h, s.dil_w, s.taps(), pixels, s.offset_groups, s.channels / s.groups,
+                          s.channels / s.offset_groups, s.rows(), s.rowsPad(), s.ld()};
+    int64_t const plane = s.height * s.width;
+    int64_t const per_group_out = s.out_channels / s.groups;
+    DirectParams const d{static_cast<int32_t>(s.channels_last ? s.channels : 1),
+                         static_cast<int32_t>(s.channels_last ? 1 : plane),
+                         static_cast<int32_t>(s.channels * plane), static_cast<int32_t>(per_group_out),
+                         static_cast<int32_t>(s.out_channels),
+                         static_cast<int32_t>((per_group_out + kDirectOut - 1) / kDirectOut)};
+    dim3 const grid(static_cast<unsigned>((pixels + kDirectPixels - 1) / kDirectPixels),
+                    static_cast<unsigned>(s.groups * d.m_tiles), static_cast<unsigned>(s.n));
+    directKernel<T><<<grid, kDirectThreads, directSmemBytes(s.taps()), stream>>>(
+        static_cast<T const*>(t.input), static_cast<T const*>(t.offset), static_cast<T const*>(t.mask),
+        static_cast<T const*>(t.weight), static_cast<T const*>(t.bias), static_cast<T*>(t.output), sp, d);
+    return cudaGetLastError();
+}
+
+}  // namespace deform_conv2d_detail
+}  // namespace torchtrt_ext
