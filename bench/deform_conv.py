@@ -55,16 +55,23 @@ BEFORE_US = {("resnet_stage", "fp32"): 371, ("resnet_stage", "fp16"): 193, ("res
 NOISE = 1.03
 
 
-def _time_case(timer: DeviceTimer, args: argparse.Namespace, name: str, n: int, cin: int, cout: int, h: int, w: int,
-               dt: torch.dtype) -> dict:
-    from torchvision.ops import deform_conv2d as tv_deform_conv2d
-
+def case_inputs(n: int, cin: int, cout: int, h: int, w: int, dt: torch.dtype) -> tuple[torch.Tensor, ...]:
+    """A case's CUDA tensors (input, offset, mask, weight, bias): 3x3, padding 1, one offset group, offsets with
+    sigma = 2 pixels, random mask, bias; seeded, so every run and script times the same values."""
     gen = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(n, cin, h, w, device="cuda", generator=gen).to(dt)
     off = (torch.randn(n, 18, h, w, device="cuda", generator=gen) * 2).to(dt)
     msk = torch.rand(n, 9, h, w, device="cuda", generator=gen).to(dt)
     wt = (torch.randn(cout, cin, 3, 3, device="cuda", generator=gen) * 0.05).to(dt)
     b = torch.randn(cout, device="cuda", generator=gen).to(dt)
+    return x, off, msk, wt, b
+
+
+def _time_case(timer: DeviceTimer, args: argparse.Namespace, name: str, n: int, cin: int, cout: int, h: int, w: int,
+               dt: torch.dtype) -> dict:
+    from torchvision.ops import deform_conv2d as tv_deform_conv2d
+
+    x, off, msk, wt, b = case_inputs(n, cin, cout, h, w, dt)
     ref = tv_deform_conv2d(x.double(), off.double(), wt.double(), b.double(), padding=1, mask=msk.double())
     x_cl, wt_cl = x.contiguous(memory_format=torch.channels_last), wt.contiguous(memory_format=torch.channels_last)
     one = (1, 1)

@@ -6,7 +6,7 @@ The launcher (torchtrt_ext_deform_conv2d, what the TensorRT plugins' enqueue and
 problems as one kernel (csrc/kernels/deform_conv2d_direct.cuh) and the others as transpose, sampling and GEMM, or on
 an H100/H200 in fp16/bf16 as the fused implicit GEMM. TORCHTRT_EXT_DCN_DIRECT=1 forces the direct kernel, =0 the
 others; the variable is read once per process, so each mode times the whole ladder in a subprocess of this script.
-Cases: 3x3, padding 1, one offset group, offsets with sigma = 2 pixels, random mask, bias (as bench/deform_conv.py);
+Cases: bench/deform_conv.py's case_inputs (3x3, padding 1, one offset group, offsets of sigma 2 pixels, mask, bias);
 NCHW input (the plugin path) and channels-last input. Device time per call, L2 flushed before each timed run (the
 timer of bench/_timing.py); median µs. The table gives each case's multiply-adds (output values x reduction rows),
 both routes and their ratio: the launcher's default takes the direct kernel up to kDirectMaxMacs multiply-adds.
@@ -31,18 +31,14 @@ def _time_ladder(dtypes: list[str], warmup: int, reps: int) -> list[dict]:
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from _timing import DeviceTimer  # bench/_timing.py
+    from deform_conv import case_inputs  # bench/deform_conv.py
     from torchtrt_ext.ops._deform_conv2d_launcher import deform_conv2d_full
 
     timer, rows, one = DeviceTimer(warmup), [], (1, 1)
     for name in dtypes:
         dt = getattr(torch, name)
         for n, cin, cout, h, w in LADDER:
-            gen = torch.Generator(device="cuda").manual_seed(0)
-            x = torch.randn(n, cin, h, w, device="cuda", generator=gen).to(dt)
-            off = (torch.randn(n, 18, h, w, device="cuda", generator=gen) * 2).to(dt)
-            msk = torch.rand(n, 9, h, w, device="cuda", generator=gen).to(dt)
-            wt = (torch.randn(cout, cin, 3, 3, device="cuda", generator=gen) * 0.05).to(dt)
-            b = torch.randn(cout, device="cuda", generator=gen).to(dt)
+            x, off, msk, wt, b = case_inputs(n, cin, cout, h, w, dt)
             x_cl = x.contiguous(memory_format=torch.channels_last)
             row = {"dtype": name, "shape": [n, cin, cout, h, w], "macs": n * h * w * cout * cin * 9}
             for key, inp in (("nchw", x), ("cl", x_cl)):

@@ -345,6 +345,13 @@ struct SampleParams {
     int64_t ld;              // column values per pixel (groups * rows_pad; twice that when split)
 };
 
+// The sampling parameters of an op with `ld` column values per pixel.
+inline SampleParams sampleParamsOf(OpSizes const& s, int64_t ld) {
+    return SampleParams{s.channels, s.height, s.width, s.kernel_w, s.out_w, s.stride_h, s.stride_w, s.pad_h, s.pad_w,
+                        s.dil_h, s.dil_w, s.taps(), s.pixels(), s.offset_groups, s.channels / s.groups,
+                        s.channels / s.offset_groups, s.rows(), s.rowsPad(), ld};
+}
+
 // The prepared weight (see the top of this file), written by the first pass's sampling launch besides its columns
 // (one launch less: a kernel of its own costs about as much as the gap between launches on small problems).
 // total = 0: nothing to write. 32-bit indices (total <= kMaxWeightCopy) keep the sampling kernel's registers down.
@@ -1092,9 +1099,7 @@ cudaError_t runPasses(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t,
     Col* columns = reinterpret_cast<Col*>(base + s.fixedBytes());
     T const* off = static_cast<T const*>(t.offset);
     T const* msk = static_cast<T const*>(t.mask);
-    SampleParams const sp{s.channels, s.height, s.width, s.kernel_w, s.out_w, s.stride_h, s.stride_w, s.pad_h,
-                          s.pad_w, s.dil_h, s.dil_w, taps, pixels, s.offset_groups, s.channels / s.groups,
-                          s.channels / s.offset_groups, s.rows(), rp, parts * s.ld()};
+    SampleParams const sp = sampleParamsOf(s, parts * s.ld());
     constexpr int kVec = kSampleVec<Col>;
     // Runs of kVec channels when the channel counts and the pointer allow (even for small problems, where a thread
     // per channel would put more threads in flight, runs are faster: bench/README.md).

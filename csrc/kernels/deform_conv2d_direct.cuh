@@ -296,9 +296,7 @@ inline bool directFits(OpSizes const& s) {
 template <typename T>
 cudaError_t launchDirect(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, cudaStream_t stream) {
     int64_t const pixels = s.pixels();
-    SampleParams const sp{s.channels, s.height, s.width, s.kernel_w, s.out_w, s.stride_h, s.stride_w, s.pad_h,
-                          s.pad_w, s.dil_h, s.dil_w, s.taps(), pixels, s.offset_groups, s.channels / s.groups,
-                          s.channels / s.offset_groups, s.rows(), s.rowsPad(), s.ld()};
+    SampleParams const sp = sampleParamsOf(s, s.ld());
     int64_t const plane = s.height * s.width;
     int64_t const per_group_out = s.out_channels / s.groups;
     DirectParams const d{static_cast<int32_t>(s.channels_last ? s.channels : 1),

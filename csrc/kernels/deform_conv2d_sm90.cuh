@@ -866,9 +866,7 @@ cudaError_t launchFusedAs(OpSizes const& s, TorchtrtExtDeformConv2dTensors const
         if (status != cudaSuccess) return status;
         nhwc = nhwc_copy;
     }
-    SampleParams const sp{s.channels, s.height, s.width, s.kernel_w, s.out_w, s.stride_h, s.stride_w, s.pad_h,
-                          s.pad_w, s.dil_h, s.dil_w, s.taps(), s.pixels(), s.offset_groups, cg,
-                          s.channels / s.offset_groups, s.rows(), s.rowsPad(), s.ld()};
+    SampleParams const sp = sampleParamsOf(s, s.ld());
     int64_t const tiles = fusedTiles(s), blocks = split.blocks(tiles);
     status = launchKernel(kernel, dim3(static_cast<unsigned>(blocks)), dim3(threads), smem_bytes, stream, true, nhwc,
                           static_cast<T const*>(t.offset), static_cast<T const*>(t.mask), static_cast<T const*>(prep),
