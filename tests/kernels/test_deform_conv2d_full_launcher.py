@@ -318,6 +318,12 @@ def test_a_workspace_of_one_image_gives_the_same_result_in_several_passes(dtype:
     assert rel_err(sliced.cpu(), _reference_f64(t, dtype)) < TOLERANCES[dtype]
 
 
+def _one_route() -> bool:
+    """True where TORCHTRT_EXT_DCN_DIRECT forces the route (the subprocesses of test_both_routes_on_every_case): both
+    layouts of an input then take the same kernels, so their results can be compared bit for bit."""
+    return os.environ.get("TORCHTRT_EXT_DCN_DIRECT") in ("0", "1")
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
 def test_misaligned_pointers_take_the_unaligned_paths(dtype: torch.dtype) -> None:
@@ -344,7 +350,10 @@ def test_misaligned_pointers_take_the_unaligned_paths(dtype: torch.dtype) -> Non
         got = deform_conv2d_full(x, shifted(dev["offset"]), shifted(dev["weight"]), shifted(dev["bias"]),
                                  shifted(dev["mask"]), *conv)
         torch.cuda.synchronize()
-        assert rel_err(got.cpu(), aligned.cpu()) < TOLERANCES[dtype] / 10, f"channels_last={channels_last}"
+        if channels_last and not _one_route():  # the default route may differ by layout (directMaxMacs)
+            assert rel_err(got.cpu(), _reference_f64(t, dtype)) < TOLERANCES[dtype], "channels_last=True"
+        else:
+            assert rel_err(got.cpu(), aligned.cpu()) < TOLERANCES[dtype] / 10, f"channels_last={channels_last}"
     assert rel_err(aligned.cpu(), _reference_f64(t, dtype)) < TOLERANCES[dtype]
 
 
@@ -364,7 +373,11 @@ def test_channels_last_input_is_read_as_it_is(dtype: torch.dtype, case: str) -> 
     small = workspace_size(*shapes, channels_last=True)
     assert small < workspace_size(*shapes)  # no room for a transposed copy: the launcher must read x directly
     got = deform_conv2d_full(x, dev["offset"], dev["weight"], dev["bias"], dev["mask"], *conv, workspace_bytes=small)
-    assert torch.equal(got, nchw)
+    if _one_route():
+        assert torch.equal(got, nchw)
+    else:  # by default the direct kernel's sizes differ by layout (directMaxMacs): both against float64
+        reference = _reference_f64(t, dtype)
+        assert rel_err(got.cpu(), reference) < TOLERANCES[dtype] and rel_err(nchw.cpu(), reference) < TOLERANCES[dtype]
 
 
 def _on_gpu(t: dict, dtype: torch.dtype) -> list[torch.Tensor | None]:
