@@ -12,7 +12,7 @@
 // with out_h = (height + 2 * pad_h - dil_h * (kernel_h - 1) - 1) / stride_h + 1 (out_w alike), computed here.
 // All tensors of one data type: float, __half or __nv_bfloat16.
 //
-// Small problems (up to kDirectMaxMacs multiply-adds, kernels of at most 14 taps) run as one kernel, every data type and
+// Small problems (up to directMaxMacs multiply-adds, kernels of at most 12 taps) run as one kernel, every data type and
 // compute capability: it samples into shared memory and multiplies in true FP32, reading the input in its own layout
 // and the weight as it is (deform_conv2d_direct.cuh); TORCHTRT_EXT_DCN_DIRECT=0 never takes it, =1 wherever it
 // applies. The others:

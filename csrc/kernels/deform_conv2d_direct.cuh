@@ -9,11 +9,16 @@
 // weight is read as it is) in stages of kDirectRows rows: the stage's samples, bilinear in FP32 from the input in its
 // own layout (NCHW or channels-last), go to shared memory as [row][pixel], its weight rows as [row][output channel],
 // then every thread multiplies kDirectThreadPixels pixels by kDirectThreadOut output channels over its share of the
-// stage's rows (kDirectSplit threads a tile element, their sums added at the end). Two stages in shared memory: the
-// next stage's reads are issued into registers before the current one is multiplied and go to shared memory after
-// it, one block barrier a stage. The bilinear corners of every
-// (tap, pixel) of the tile are computed once per offset group into a table (cornersOf); stages never cross an offset
-// group, so a conv group spanning several offset groups refills the table between them. The bias is added at the end.
+// stage's rows (kDirectSplit threads a tile element, their sums added in shared memory at the end). Two stages in
+// shared memory: the next stage's reads are issued into registers before the current one is multiplied and go to
+// shared memory after it, one block barrier a stage. The bilinear corners of every (tap, pixel) of the tile are
+// computed once per offset group into a table (cornersOf); stages never cross an offset group, so a conv group
+// spanning several offset groups refills the table between them. The bias is added at the end.
+//
+// What bounds it (ncu at 1x64->64x40x40 float32, bench/README.md, session 18): the L1/shared-memory pipe of the 100
+// multiprocessors that hold a block (the other 32 idle), about 70% busy over the whole kernel, from the corner reads
+// (scattered 4-byte reads in NCHW) and the multiplication's shared loads. Not the latency of a stage's reads: two
+// stages of reads in flight, or a tile's rows split over two blocks of a cluster, left it as it was.
 #pragma once
 
 namespace torchtrt_ext {
@@ -22,23 +27,28 @@ namespace deform_conv2d_detail {
 constexpr int kDirectPixels = 16;  // output pixels of a block (one image)
 constexpr int kDirectOut = 64;     // output channels of a block (one conv group)
 constexpr int kDirectRows = 64;    // reduction rows of a stage
-constexpr int kDirectThreadPixels = 2;  // a thread's sums: this many pixels (side by side) x
-constexpr int kDirectThreadOut = 2;     // this many output channels (side by side)
-constexpr int kDirectTileThreads = kDirectPixels / kDirectThreadPixels * (kDirectOut / kDirectThreadOut);  // 256
+constexpr int kDirectThreadPixels = 4;  // a thread's sums: this many pixels (side by side) x
+constexpr int kDirectThreadOut = 4;     // this many output channels (side by side)
+constexpr int kDirectTileThreads = kDirectPixels / kDirectThreadPixels * (kDirectOut / kDirectThreadOut);
 // The rows of a stage are split over this many sets of kDirectTileThreads threads, whose sums are added at the end:
-// the warps of a small problem are too few to hide the latency of the reads without it.
-constexpr int kDirectSplit = 2;
+// a small problem's tiles are too few to give the multiprocessors enough warps without it. 4x4 sums a thread: a
+// quarter of the shared loads of 2x2 for the same multiply-adds (1x64->64x40x40 float32: 23.0 against 24.1 us).
+constexpr int kDirectSplit = 8;
 constexpr int kDirectThreads = kDirectTileThreads * kDirectSplit;
+static_assert(kDirectThreads == 512, "512 threads a block (__launch_bounds__ and the read patterns assume it)");
 constexpr int kDirectThreadSamples = kDirectRows * kDirectPixels / kDirectThreads;  // of a stage, per thread
 constexpr int kDirectThreadWeights = kDirectRows * kDirectOut / kDirectThreads;
 static_assert(kDirectThreadSamples * kDirectThreads == kDirectRows * kDirectPixels &&
                   kDirectThreadWeights * kDirectThreads == kDirectRows * kDirectOut,
               "a stage's samples and weights spread evenly over the threads");
-constexpr int kDirectWeightLd = kDirectOut + 2;  // floats a weight row takes in shared memory: 2-way bank conflicts
-                                                 // where the loads (rows side by side) store, 8-byte aligned pairs
-// The corner table holds every tap of the tile: 14 taps at most (3x3, 3x4, 1x7, ...), so that table and stages fit
+// Floats a weight row takes in shared memory: kDirectWeightPad more than a row, so that the 32 / kDirectWeightPad
+// rows x kDirectWeightPad output channels a warp stores fall in 32 different banks (16-byte aligned rows for the
+// multiplication's vector loads).
+constexpr int kDirectWeightPad = 4;
+constexpr int kDirectWeightLd = kDirectOut + kDirectWeightPad;
+// The corner table holds every tap of the tile: 12 taps at most (3x3, 3x4, 1x7, ...), so that table and stages fit
 // the 48 KB a block may take without opting in (which Turing caps at 64 KB); larger kernels take the other routes.
-constexpr int kDirectMaxTaps = 14;
+constexpr int kDirectMaxTaps = 12;
 static_assert(kDirectMaxTaps * kDirectPixels * 32 + 2 * kDirectRows * (kDirectPixels + kDirectWeightLd) * 4 <= 48 * 1024,
               "the largest table and the stages fit 48 KB");
 
@@ -129,21 +139,31 @@ __global__ void __launch_bounds__(kDirectThreads)
     auto const og_end = [&](int og) { return min(rows, ((og + 1) * per_og - first_channel) * taps); };
     // A stage's global reads go to registers first (load_stage: the rows [r0, r1); the rows after r1 and the output
     // channels past the group's read as zeros), issued before the multiplication of the stage before and stored to
-    // shared memory after it (store_stage), so their latency hides behind it. Consecutive threads read consecutive
-    // pixels of a row, and consecutive weight rows of an output channel (coalesced).
-    // Thread tid samples pixel sp of rows srow, srow + kSampleRowStep, ... of a stage and reads the weights of output
-    // channels wm, wm + kWeightOutStep, ... at row wr: 32-bit offsets from per-thread bases.
-    constexpr int kSampleRowStep = kDirectThreads / kDirectPixels, kWeightOutStep = kDirectThreads / kDirectRows;
+    // shared memory after it (store_stage), so their latency hides behind it.
+    // Thread tid samples pixel sp of rows srow, srow + kSampleRowStep, ... of a stage (consecutive threads: consecutive
+    // pixels of a row) and reads the weights of rows wr of output channels wm, wm + kWeightOutStep, ... (a warp: runs of
+    // kWeightRun consecutive rows, 64 bytes in float32, of kDirectWeightPad output channels): 32-bit offsets from
+    // per-thread bases.
+    constexpr int kSampleRowStep = kDirectThreads / kDirectPixels;
+    constexpr int kWeightRun = 32 / kDirectWeightPad, kWeightRunsPerStage = kDirectRows / kWeightRun;
+    constexpr int kWeightOutStep = kDirectThreads / kDirectRows;
+    static_assert(kWeightRun * kDirectWeightPad == 32 && kWeightRunsPerStage * kWeightRun == kDirectRows &&
+                      kWeightOutStep * kDirectThreadWeights == kDirectOut,
+                  "the weight reads cover the stage's rows and the tile's channels");
     int const sp = tid % kDirectPixels, srow = tid / kDirectPixels;
-    int const wm = tid / kDirectRows, wr = tid % kDirectRows;
+    int const warp = tid / 32, lane = tid % 32;
+    int const wr = lane % kWeightRun + kWeightRun * (warp % kWeightRunsPerStage);
+    int const wm = lane / kWeightRun + kDirectWeightPad * (warp / kWeightRunsPerStage);
     T const* const wthread = inRegister(wsrc + wm * rows + wr);
     int const wstep = inRegister(kWeightOutStep * rows);
     T const* const sthread = inRegister(src);
     int const channel_stride = inRegister(d.channel_stride);
-    float corner_w[kDirectThreadSamples][4];
-    T corner_v[kDirectThreadSamples][4];
-    T weight_v[kDirectThreadWeights];
-    auto const load_stage = [&](int r0, int r1) {
+    struct StageRegs {
+        float corner_w[kDirectThreadSamples][4];
+        T corner_v[kDirectThreadSamples][4];
+        T weight_v[kDirectThreadWeights];
+    };
+    auto const load_stage = [&](StageRegs& g, int r0, int r1) {
         int r = r0 + srow, c = r / taps, k = r - c * taps;  // row r = c * taps + k
 #pragma unroll
         for (int i = 0; i < kDirectThreadSamples; ++i) {
@@ -152,8 +172,8 @@ __global__ void __launch_bounds__(kDirectThreads)
             int const base = c * channel_stride;
 #pragma unroll
             for (int q = 0; q < 4; ++q) {
-                corner_w[i][q] = corners.w[q];
-                corner_v[i][q] = corners.at[q] >= 0 ? sthread[base + corners.at[q]] : fromF32<T>(0.f);  // outside: not read
+                g.corner_w[i][q] = corners.w[q];
+                g.corner_v[i][q] = corners.at[q] >= 0 ? sthread[base + corners.at[q]] : fromF32<T>(0.f);  // outside: not read
             }
             r += kSampleRowStep;
             for (k += kSampleRowStep; k >= taps; k -= taps) ++c;
@@ -161,21 +181,36 @@ __global__ void __launch_bounds__(kDirectThreads)
         bool const row_in = r0 + wr < r1;
 #pragma unroll
         for (int j = 0; j < kDirectThreadWeights; ++j) {
-            weight_v[j] = row_in && wm + j * kWeightOutStep < m_here ? wthread[r0 + j * wstep] : fromF32<T>(0.f);
+            g.weight_v[j] = row_in && wm + j * kWeightOutStep < m_here ? wthread[r0 + j * wstep] : fromF32<T>(0.f);
         }
     };
-    auto const store_stage = [&](int stage) {
+    auto const store_stage = [&](StageRegs const& g, int stage) {
         float* s = samples + stage * kDirectRows * kDirectPixels + tid;
 #pragma unroll
         for (int i = 0; i < kDirectThreadSamples; ++i) {
             float v = 0.f;
 #pragma unroll
-            for (int q = 0; q < 4; ++q) v += corner_w[i][q] * toF32(corner_v[i][q]);
+            for (int q = 0; q < 4; ++q) v += g.corner_w[i][q] * toF32(g.corner_v[i][q]);
             s[i * kDirectThreads] = v;
         }
         float* w = weights + stage * kDirectRows * kDirectWeightLd + wr * kDirectWeightLd + wm;
 #pragma unroll
-        for (int j = 0; j < kDirectThreadWeights; ++j) w[j * kWeightOutStep] = toF32(weight_v[j]);
+        for (int j = 0; j < kDirectThreadWeights; ++j) w[j * kWeightOutStep] = toF32(g.weight_v[j]);
+    };
+    // The next stage to read: its rows [issued, end), never across an offset group (whose table is refilled first:
+    // nobody reads the table then, the stages before read it when their reads were issued). False past the last row.
+    int og = og_of(0), issued = 0;
+    auto const issue = [&](StageRegs& g) {
+        if (issued >= rows) return false;
+        if (issued == og_end(og)) {  // the same for every thread: the barrier is reached by all
+            og = og_of(issued);
+            fill_table(og);
+            __syncthreads();
+        }
+        int const end = min(issued + kDirectRows, og_end(og));
+        load_stage(g, issued, end);
+        issued = end;
+        return true;
     };
 
     // pixels kDirectThreadPixels * tp + i and output channels kDirectThreadOut * tm + j of the tile
@@ -185,24 +220,7 @@ __global__ void __launch_bounds__(kDirectThreads)
     int const split = tid / kDirectTileThreads, ct = tid % kDirectTileThreads;
     int const tp = ct % (kDirectPixels / kDirectThreadPixels), tm = ct / (kDirectPixels / kDirectThreadPixels);
     float acc[kDirectThreadPixels][kDirectThreadOut] = {};
-    int og = og_of(0), r1 = min(kDirectRows, og_end(og)), stage = 0;  // stage `stage` holds rows up to r1
-    fill_table(og);
-    __syncthreads();
-    load_stage(0, r1);
-    store_stage(0);
-    __syncthreads();
-    while (true) {
-        bool const more = r1 < rows;
-        int n1 = r1;
-        if (more) {  // the next stage's reads (nobody reads the table now)
-            if (r1 == og_end(og)) {
-                og = og_of(r1);
-                fill_table(og);
-                __syncthreads();
-            }
-            n1 = min(r1 + kDirectRows, og_end(og));
-            load_stage(r1, n1);
-        }
+    auto const multiply = [&](int stage) {
         float const* s = samples + (stage * kDirectRows + split * kSplitRows) * kDirectPixels + kDirectThreadPixels * tp;
         float const* w = weights + (stage * kDirectRows + split * kSplitRows) * kDirectWeightLd + kDirectThreadOut * tm;
 #pragma unroll 8
@@ -215,45 +233,45 @@ __global__ void __launch_bounds__(kDirectThreads)
 #pragma unroll
                 for (int j = 0; j < kDirectThreadOut; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
         }
-        if (more) store_stage(stage ^ 1);
+    };
+    StageRegs g;
+    fill_table(og);
+    __syncthreads();
+    issue(g);  // rows >= 1: launchDirect runs only where the group has input channels
+    store_stage(g, 0);
+    __syncthreads();
+    for (int stage = 0;; stage ^= 1) {  // shared stage `stage` holds the rows to multiply now
+        bool const more = issue(g);
+        multiply(stage);
+        if (more) store_stage(g, stage ^ 1);
         __syncthreads();  // this stage is read; the next one is written
         if (!more) break;
-        r1 = n1;
-        stage ^= 1;
     }
-    // The splits' sums meet in shared memory (the stages are free now), the first split adds them up and stores.
-    float* const partial = samples + ct * kDirectThreadPixels * kDirectThreadOut;
-    constexpr int kPartials = kDirectTileThreads * kDirectThreadPixels * kDirectThreadOut;
-    static_assert((kDirectSplit - 1) * kPartials <= 2 * kDirectRows * (kDirectPixels + kDirectWeightLd),
+    // Every split's sums go to shared memory (the stages are free now); each thread adds up the splits' sums of output
+    // values e = m * kDirectPixels + pixel (consecutive threads: consecutive pixels of an output channel) and stores.
+    constexpr int kTile = kDirectPixels * kDirectOut;
+    static_assert(kDirectSplit * kTile <= 2 * kDirectRows * (kDirectPixels + kDirectWeightLd),
                   "the partial sums fit the stages");
-    if (split > 0) {
+    constexpr int kThreadSums = kDirectThreadPixels * kDirectThreadOut;
+    float* const partial = samples;  // [split][thread of the split][i][j]
 #pragma unroll
-        for (int i = 0; i < kDirectThreadPixels; ++i)
+    for (int i = 0; i < kDirectThreadPixels; ++i)
 #pragma unroll
-            for (int j = 0; j < kDirectThreadOut; ++j)
-                partial[(split - 1) * kPartials + i * kDirectThreadOut + j] = acc[i][j];
-    }
+        for (int j = 0; j < kDirectThreadOut; ++j)
+            partial[(split * kDirectTileThreads + ct) * kThreadSums + i * kDirectThreadOut + j] = acc[i][j];
     __syncthreads();
-    if (split > 0) return;
-    for (int other = 1; other < kDirectSplit; ++other) {
+    for (int e = tid; e < kTile; e += kDirectThreads) {
+        int const ml = e / kDirectPixels, pl = e % kDirectPixels;
+        int const pix = p0 + pl;
+        if (ml >= m_here || pix >= pixels) continue;
+        int const owner = (ml / kDirectThreadOut) * (kDirectPixels / kDirectThreadPixels) + pl / kDirectThreadPixels;
+        int const at = owner * kThreadSums + (pl % kDirectThreadPixels) * kDirectThreadOut + ml % kDirectThreadOut;
+        float v = 0.f;
 #pragma unroll
-        for (int i = 0; i < kDirectThreadPixels; ++i)
-#pragma unroll
-            for (int j = 0; j < kDirectThreadOut; ++j)
-                acc[i][j] += partial[(other - 1) * kPartials + i * kDirectThreadOut + j];
-    }
-#pragma unroll
-    for (int j = 0; j < kDirectThreadOut; ++j) {
-        int const m = m0 + kDirectThreadOut * tm + j;
-        if (m - m0 >= m_here) continue;
-        int const channel = group * d.per_group_out + m;
-        float const b = bias != nullptr ? toF32(bias[channel]) : 0.f;
-        T* dst = out + (static_cast<int64_t>(img) * d.out_channels + channel) * pixels;
-#pragma unroll
-        for (int i = 0; i < kDirectThreadPixels; ++i) {
-            int const pix = p0 + kDirectThreadPixels * tp + i;
-            if (pix < pixels) dst[pix] = fromF32<T>(acc[i][j] + b);
-        }
+        for (int set = 0; set < kDirectSplit; ++set) v += partial[set * kDirectTileThreads * kThreadSums + at];
+        int const channel = group * d.per_group_out + m0 + ml;
+        if (bias != nullptr) v += toF32(bias[channel]);
+        out[(static_cast<int64_t>(img) * d.out_channels + channel) * pixels + pix] = fromF32<T>(v);
     }
 }
 
@@ -276,10 +294,11 @@ inline bool directApplies(OpSizes const& s) {
 }
 
 // Multiply-adds (output values times reduction rows) up to which the direct kernel is the default: where it measured
-// faster than the other routes on the H200 (bench/deform_conv_routes.py, bench/README.md, session 17). NCHW float32:
-// 59 M (1x64->64x40x40) 24.1 against 26.0 us, 118 M 36.6 against 29.9; NCHW fp16/bf16: 2 M 11.0 against 14.2, 15 M
-// 15.2 against 14.8 (the column path's fp16 GEMM is fast); channels-last float32: 2 M 12.8 against 16.6, 15 M 21.9
-// against 16.9 (its reads of one channel at 16 pixels are 16 sectors); channels-last fp16/bf16: never faster.
+// faster than the other routes on the H200 (bench/deform_conv_routes.py, bench/README.md, sessions 17 and 18; the
+// 4x4-sum kernel of session 18). NCHW float32: 59 M (1x64->64x40x40) 23.2 against 25.5 us, 118 M 41.3 against 29.6;
+// NCHW fp16/bf16: 2 M 11.0 against 14.4, 15 M 14.5 against 14.9 (even; the column path's fp16 GEMM is fast), 59 M
+// 22.3 against 16.4; channels-last float32: 2 M 11.8 against 16.5, 15 M 21.4 against 17.1 (its reads of one channel
+// at 16 pixels are 16 sectors); channels-last fp16/bf16: 2 M 11.9 against 11.3, never faster.
 inline int64_t directMaxMacs(OpSizes const& s) {
     if (s.channels_last) return s.elem == 4 ? int64_t{1} << 22 : 0;
     return s.elem == 4 ? int64_t{1} << 26 : int64_t{1} << 22;

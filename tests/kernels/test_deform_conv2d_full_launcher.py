@@ -83,7 +83,7 @@ CASES = {
                          True, "rand"),
 }
 FUSED = [name for name in CASES if name.startswith("fused_")]
-DIRECT_MAX_TAPS = 14  # kDirectMaxTaps (csrc/kernels/deform_conv2d_direct.cuh): larger kernels take the other routes
+DIRECT_MAX_TAPS = 12  # kDirectMaxTaps (csrc/kernels/deform_conv2d_direct.cuh): larger kernels take the other routes
 
 
 def _library() -> ctypes.CDLL:
