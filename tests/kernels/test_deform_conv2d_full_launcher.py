@@ -558,7 +558,7 @@ def test_both_paths_on_the_fused_cases(mode: str) -> None:
 def test_by_default_the_fused_kernel_takes_shapes_that_fill_whole_waves() -> None:
     """Unset TORCHTRT_EXT_DCN_FUSED: blocks filling two whole waves of the GPU's multiprocessors take the fused kernel;
     6 blocks (the column path's finer kernels are faster there) take the column path."""
-    if os.environ.get("TORCHTRT_EXT_DCN_FUSED") in ("0", "1") or os.environ.get("TORCHTRT_EXT_DCN_DIRECT") in ("0", "1"):
+    if _one_route() or os.environ.get("TORCHTRT_EXT_DCN_FUSED") in ("0", "1"):
         pytest.skip("the default route: TORCHTRT_EXT_DCN_FUSED or TORCHTRT_EXT_DCN_DIRECT is set")
     _library()
     _fused_build_or_skip()
@@ -628,7 +628,7 @@ def test_by_default_small_problems_are_one_launch_of_the_direct_kernel(dtype: to
     """Unset TORCHTRT_EXT_DCN_DIRECT: the direct kernel takes the sizes where it measured faster (directMaxMacs):
     NCHW float32 up to 2^26 multiply-adds (issue 30's 1x64->64x40x40), fp16/bf16 and channels-last float32 up to
     2^22, channels-last fp16/bf16 never; larger ones take the other routes."""
-    if os.environ.get("TORCHTRT_EXT_DCN_FUSED") in ("0", "1") or os.environ.get("TORCHTRT_EXT_DCN_DIRECT") in ("0", "1"):
+    if _one_route() or os.environ.get("TORCHTRT_EXT_DCN_FUSED") in ("0", "1"):
         pytest.skip("the default route: TORCHTRT_EXT_DCN_FUSED or TORCHTRT_EXT_DCN_DIRECT is set")
     _library()
     rest = ((3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 2.0, True, "rand")
