@@ -60,6 +60,9 @@ CASES = {
     "one_tap_group": (4, 48, 32, 64, 128, (3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 2.0, True, "rand"),
     # the sampler's corner table holds fewer taps than a 7x7 kernel has: taps sampled in chunks, the last one partial
     "kernel7x7_tap_chunks": (1, 16, 8, 12, 11, (7, 7), (1, 1), (3, 3), (1, 1), 1, 1, 2.0, True, "rand"),
+    # either side of the direct kernel's DIRECT_MAX_TAPS: 12 taps (its shared memory at exactly 48 KB) and 14
+    "kernel3x4_direct_limit": (2, 8, 16, 9, 10, (3, 4), (1, 1), (1, 2), (1, 1), 1, 1, 2.0, True, "rand"),
+    "kernel2x7_past_direct": (2, 8, 16, 9, 10, (2, 7), (1, 1), (1, 3), (1, 1), 1, 1, 2.0, True, "rand"),
     # several channel slices per offset group and per image, conv groups cutting through an offset group's slices
     "slices_of_offset_groups": (2, 256, 32, 10, 12, (3, 3), (1, 1), (1, 1), (1, 1), 8, 2, 2.0, True, "rand"),
     # fp16/bf16 on an sm_90a build and an H100/H200 take the fused implicit GEMM where every conv group and offset
@@ -586,7 +589,7 @@ def _launches(names: list[str]) -> list[str]:
 @pytest.mark.parametrize("name", list(CASES))
 def test_the_route_torchtrt_ext_dcn_direct_names(name: str, dtype: torch.dtype) -> None:
     """TORCHTRT_EXT_DCN_DIRECT=1: every case of at most DIRECT_MAX_TAPS taps is one launch of the direct kernel (no
-    transpose, columns, GEMM or fixup), the 7x7 ones take the other routes; =0: it never runs. Run by the test
+    transpose, columns, GEMM or fixup), larger ones (2x7, 7x7) take the other routes; =0: it never runs. Run by the test
     below."""
     mode = os.environ.get("TORCHTRT_EXT_DCN_DIRECT")
     if mode not in ("0", "1"):
