@@ -7,7 +7,7 @@
 // A block computes kDirectPixels output pixels of one image for kDirectOut output channels of one conv group. It walks
 // the group's reduction rows in the weight's own order (row r = c' * K + k: channel c' of the group, tap k, so the
 // weight is read as it is) in stages of kDirectRows rows: the stage's samples, bilinear in FP32 from the input in its
-// own layout (NCHW or channels-last), go to shared memory as [row][pixel], its weight rows as [row][output channel],
+// own layout (NCHW or channels-last), go to shared memory as [row][pixel], its weight rows as [output channel][row],
 // then every thread multiplies kDirectThreadPixels pixels by kDirectThreadOut output channels over its share of the
 // stage's rows (kDirectSplit threads a tile element, their sums added in shared memory at the end). Two stages in
 // shared memory: the next stage's reads are issued into registers before the current one is multiplied and go to
@@ -28,7 +28,8 @@ constexpr int kDirectPixels = 16;  // output pixels of a block (one image)
 constexpr int kDirectOut = 64;     // output channels of a block (one conv group)
 constexpr int kDirectRows = 64;    // reduction rows of a stage
 constexpr int kDirectThreadPixels = 4;  // a thread's sums: this many pixels (side by side) x
-constexpr int kDirectThreadOut = 4;     // this many output channels (side by side)
+constexpr int kDirectThreadOut = 4;     // this many output channels (kDirectOut / kDirectThreadOut apart)
+static_assert(kDirectThreadPixels == 4, "a thread's pixels of a row in one vector load");
 constexpr int kDirectTileThreads = kDirectPixels / kDirectThreadPixels * (kDirectOut / kDirectThreadOut);
 // The rows of a stage are split over this many sets of kDirectTileThreads threads, whose sums are added at the end:
 // a small problem's tiles are too few to give the multiprocessors enough warps without it. 4x4 sums a thread: a
@@ -41,21 +42,24 @@ constexpr int kDirectThreadWeights = kDirectRows * kDirectOut / kDirectThreads;
 static_assert(kDirectThreadSamples * kDirectThreads == kDirectRows * kDirectPixels &&
                   kDirectThreadWeights * kDirectThreads == kDirectRows * kDirectOut,
               "a stage's samples and weights spread evenly over the threads");
-// Floats a weight row takes in shared memory: kDirectWeightPad more than a row, so that the 32 / kDirectWeightPad
-// rows x kDirectWeightPad output channels a warp stores fall in 32 different banks (16-byte aligned rows for the
-// multiplication's vector loads).
+// A stage's weight is [output channel][row] in shared memory (as in global memory, so 16-byte copies need no
+// registers), kDirectWeightPad floats more than a row: the 8 output channels a warp's 32 vector loads of the
+// multiplication read then fall in 8 different groups of 4 banks.
 constexpr int kDirectWeightPad = 4;
-constexpr int kDirectWeightLd = kDirectOut + kDirectWeightPad;
+constexpr int kDirectWeightLd = kDirectRows + kDirectWeightPad;
+static_assert(kDirectWeightLd % 32 == 4, "consecutive output channels 4 banks apart");
 // The corner table holds every tap of the tile: 12 taps at most (3x3, 3x4, 1x7, ...), so that table and stages fit
 // the 48 KB a block may take without opting in (which Turing caps at 64 KB); larger kernels take the other routes.
 constexpr int kDirectMaxTaps = 12;
-static_assert(kDirectMaxTaps * kDirectPixels * 32 + 2 * kDirectRows * (kDirectPixels + kDirectWeightLd) * 4 <= 48 * 1024,
+constexpr int kDirectStageFloats = kDirectRows * kDirectPixels + kDirectOut * kDirectWeightLd;  // samples + weight
+static_assert(kDirectMaxTaps * kDirectPixels * 32 + 2 * kDirectStageFloats * 4 <= 48 * 1024,
               "the largest table and the stages fit 48 KB");
 
 struct DirectParams {
     int32_t pixel_stride, channel_stride;  // input elements between pixels and between channels of an image
     int32_t image_elements;                // input elements of an image
     int32_t per_group_out, out_channels, m_tiles;  // m_tiles: blocks of kDirectOut output channels per conv group
+    int32_t weight_copies;  // 1: float32 weight, 16-byte aligned, every stage's rows in whole 4-row chunks
 };
 
 // v itself, but opaque to the compiler, so that it is kept in a register: without it, ptxas rebuilt the per-thread
@@ -77,24 +81,14 @@ __device__ __forceinline__ V inRegister(V v) {
     return v;
 }
 
-// N consecutive floats of shared memory (8 * N-byte aligned) in one load.
-template <int N>
-__device__ __forceinline__ void loadFloats(float const* src, float (&dst)[N]) {
-    static_assert(N == 1 || N == 2 || N == 4, "1, 2 or 4 floats a load");
-    if constexpr (N == 4) {
-        float4 const v = *reinterpret_cast<float4 const*>(src);
-        dst[0] = v.x, dst[1] = v.y, dst[2] = v.z, dst[3] = v.w;
-    } else if constexpr (N == 2) {
-        float2 const v = *reinterpret_cast<float2 const*>(src);
-        dst[0] = v.x, dst[1] = v.y;
-    } else {
-        dst[0] = *src;
-    }
+// 4 consecutive floats of shared memory (16-byte aligned) in one load.
+__device__ __forceinline__ void loadFloats(float const* src, float (&dst)[4]) {
+    float4 const v = *reinterpret_cast<float4 const*>(src);
+    dst[0] = v.x, dst[1] = v.y, dst[2] = v.z, dst[3] = v.w;
 }
 
 inline size_t directSmemBytes(int64_t taps) {
-    return static_cast<size_t>(taps) * kDirectPixels * sizeof(Corners<int32_t>) +
-           2 * kDirectRows * (kDirectPixels + kDirectWeightLd) * sizeof(float);
+    return static_cast<size_t>(taps) * kDirectPixels * sizeof(Corners<int32_t>) + 2 * kDirectStageFloats * sizeof(float);
 }
 
 // Block (x, y, z) = (pixel tile, conv group * m_tiles + output-channel tile, image).
@@ -107,7 +101,7 @@ __global__ void __launch_bounds__(kDirectThreads)
     auto* table = reinterpret_cast<Corners<int32_t>*>(direct_smem);  // [tap][pixel]
     int const taps = static_cast<int>(p.taps), pixels = static_cast<int>(p.pixels);
     float* const samples = reinterpret_cast<float*>(table + taps * kDirectPixels);  // [stage][row][pixel]
-    float* const weights = samples + 2 * kDirectRows * kDirectPixels;             // [stage][row][output channel]
+    float* const weights = samples + 2 * kDirectRows * kDirectPixels;             // [stage][output channel][row]
     int const tid = threadIdx.x;
     int const img = blockIdx.z;
     int const group = static_cast<int>(blockIdx.y) / d.m_tiles;
@@ -139,23 +133,29 @@ __global__ void __launch_bounds__(kDirectThreads)
     auto const og_end = [&](int og) { return min(rows, ((og + 1) * per_og - first_channel) * taps); };
     // A stage's global reads go to registers first (load_stage: the rows [r0, r1); the rows after r1 and the output
     // channels past the group's read as zeros), issued before the multiplication of the stage before and stored to
-    // shared memory after it (store_stage), so their latency hides behind it.
+    // shared memory after it (store_stage), so their latency hides behind it. A float32 weight whose stages are whole
+    // 16-byte chunks goes straight to shared memory instead (cp.async, sm_80 on: no registers, no stores, a quarter of
+    // the load instructions), waited for before the stage's barrier.
     // Thread tid samples pixel sp of rows srow, srow + kSampleRowStep, ... of a stage (consecutive threads: consecutive
-    // pixels of a row) and reads the weights of rows wr of output channels wm, wm + kWeightOutStep, ... (a warp: runs of
-    // kWeightRun consecutive rows, 64 bytes in float32, of kDirectWeightPad output channels): 32-bit offsets from
-    // per-thread bases.
+    // pixels of a row) and reads the weights of row wr of output channels wm, wm + kWeightOutStep, ... (a warp: 32
+    // consecutive rows of one output channel), or copies the 4-row chunks wq of output channels wc, wc + kCopyOutStep:
+    // 32-bit offsets from per-thread bases.
     constexpr int kSampleRowStep = kDirectThreads / kDirectPixels;
-    constexpr int kWeightRun = 32 / kDirectWeightPad, kWeightRunsPerStage = kDirectRows / kWeightRun;
     constexpr int kWeightOutStep = kDirectThreads / kDirectRows;
-    static_assert(kWeightRun * kDirectWeightPad == 32 && kWeightRunsPerStage * kWeightRun == kDirectRows &&
-                      kWeightOutStep * kDirectThreadWeights == kDirectOut,
-                  "the weight reads cover the stage's rows and the tile's channels");
+    static_assert(kWeightOutStep * kDirectThreadWeights == kDirectOut, "the weight reads cover the tile's channels");
+    constexpr int kChunks = kDirectRows / 4, kCopyOutStep = kDirectThreads / kChunks;
+    constexpr int kThreadCopies = kDirectOut / kCopyOutStep;
+    static_assert(kCopyOutStep * kThreadCopies == kDirectOut, "the weight copies cover the tile's channels");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+    bool const copies = false;  // no cp.async before sm_80
+#else
+    bool const copies = std::is_same_v<T, float> && d.weight_copies != 0;
+#endif
     int const sp = tid % kDirectPixels, srow = tid / kDirectPixels;
-    int const warp = tid / 32, lane = tid % 32;
-    int const wr = lane % kWeightRun + kWeightRun * (warp % kWeightRunsPerStage);
-    int const wm = lane / kWeightRun + kDirectWeightPad * (warp / kWeightRunsPerStage);
-    T const* const wthread = inRegister(wsrc + wm * rows + wr);
-    int const wstep = inRegister(kWeightOutStep * rows);
+    int const wr = tid % kDirectRows, wm = tid / kDirectRows;
+    int const wq = 4 * (tid % kChunks), wc = tid / kChunks;
+    T const* const wthread = inRegister(wsrc + (copies ? wc * rows + wq : wm * rows + wr));
+    int const wstep = inRegister((copies ? kCopyOutStep : kWeightOutStep) * rows);
     T const* const sthread = inRegister(src);
     int const channel_stride = inRegister(d.channel_stride);
     struct StageRegs {
@@ -163,7 +163,8 @@ __global__ void __launch_bounds__(kDirectThreads)
         T corner_v[kDirectThreadSamples][4];
         T weight_v[kDirectThreadWeights];
     };
-    auto const load_stage = [&](StageRegs& g, int r0, int r1) {
+    auto const stage_weights = [&](int stage) { return weights + stage * kDirectOut * kDirectWeightLd; };
+    auto const load_stage = [&](StageRegs& g, int r0, int r1, int stage) {
         int r = r0 + srow, c = r / taps, k = r - c * taps;  // row r = c * taps + k
 #pragma unroll
         for (int i = 0; i < kDirectThreadSamples; ++i) {
@@ -177,6 +178,17 @@ __global__ void __launch_bounds__(kDirectThreads)
             }
             r += kSampleRowStep;
             for (k += kSampleRowStep; k >= taps; k -= taps) ++c;
+        }
+        if (copies) {
+            float* const w = stage_weights(stage) + wc * kDirectWeightLd + wq;
+            bool const row_in = r0 + wq < r1;  // r1 - r0 is a multiple of 4 here
+#pragma unroll
+            for (int j = 0; j < kThreadCopies; ++j) {
+                bool const ok = row_in && wc + j * kCopyOutStep < m_here;
+                cpAsync16(w + j * kCopyOutStep * kDirectWeightLd, ok ? wthread + r0 + j * wstep : wthread, ok);
+            }
+            cpAsyncCommit();
+            return;
         }
         bool const row_in = r0 + wr < r1;
 #pragma unroll
@@ -193,14 +205,19 @@ __global__ void __launch_bounds__(kDirectThreads)
             for (int q = 0; q < 4; ++q) v += g.corner_w[i][q] * toF32(g.corner_v[i][q]);
             s[i * kDirectThreads] = v;
         }
-        float* w = weights + stage * kDirectRows * kDirectWeightLd + wr * kDirectWeightLd + wm;
+        if (copies) {
+            cpAsyncWait<0>();
+            return;
+        }
+        float* w = stage_weights(stage) + wm * kDirectWeightLd + wr;
 #pragma unroll
-        for (int j = 0; j < kDirectThreadWeights; ++j) w[j * kWeightOutStep] = toF32(g.weight_v[j]);
+        for (int j = 0; j < kDirectThreadWeights; ++j) w[j * kWeightOutStep * kDirectWeightLd] = toF32(g.weight_v[j]);
     };
-    // The next stage to read: its rows [issued, end), never across an offset group (whose table is refilled first:
-    // nobody reads the table then, the stages before read it when their reads were issued). False past the last row.
+    // The next stage to read into shared stage `stage`: its rows [issued, end), never across an offset group (whose
+    // table is refilled first: nobody reads the table then, the stages before read it when their reads were issued).
+    // False past the last row.
     int og = og_of(0), issued = 0;
-    auto const issue = [&](StageRegs& g) {
+    auto const issue = [&](StageRegs& g, int stage) {
         if (issued >= rows) return false;
         if (issued == og_end(og)) {  // the same for every thread: the barrier is reached by all
             og = og_of(issued);
@@ -208,40 +225,46 @@ __global__ void __launch_bounds__(kDirectThreads)
             __syncthreads();
         }
         int const end = min(issued + kDirectRows, og_end(og));
-        load_stage(g, issued, end);
+        load_stage(g, issued, end, stage);
         issued = end;
         return true;
     };
 
-    // pixels kDirectThreadPixels * tp + i and output channels kDirectThreadOut * tm + j of the tile
-    // of the split's rows [split * kSplitRows, (split + 1) * kSplitRows) of every stage
+    // pixels kDirectThreadPixels * tp + i and output channels tm + kThreadOutStep * j of the tile (a warp's 8 values of
+    // tm: 8 groups of banks), of the split's rows [split * kSplitRows, (split + 1) * kSplitRows) of every stage, 4 rows
+    // at a time
     constexpr int kSplitRows = kDirectRows / kDirectSplit;
-    static_assert(kSplitRows * kDirectSplit == kDirectRows, "whole rows a split");
+    static_assert(kSplitRows * kDirectSplit == kDirectRows && kSplitRows % 4 == 0, "whole 4-row chunks a split");
+    constexpr int kThreadOutStep = kDirectOut / kDirectThreadOut;
     int const split = tid / kDirectTileThreads, ct = tid % kDirectTileThreads;
     int const tp = ct % (kDirectPixels / kDirectThreadPixels), tm = ct / (kDirectPixels / kDirectThreadPixels);
     float acc[kDirectThreadPixels][kDirectThreadOut] = {};
     auto const multiply = [&](int stage) {
         float const* s = samples + (stage * kDirectRows + split * kSplitRows) * kDirectPixels + kDirectThreadPixels * tp;
-        float const* w = weights + (stage * kDirectRows + split * kSplitRows) * kDirectWeightLd + kDirectThreadOut * tm;
-#pragma unroll 8
-        for (int rr = 0; rr < kSplitRows; ++rr) {
-            float a[kDirectThreadPixels], b[kDirectThreadOut];
-            loadFloats(s + rr * kDirectPixels, a);
-            loadFloats(w + rr * kDirectWeightLd, b);
+        float const* w = stage_weights(stage) + tm * kDirectWeightLd + split * kSplitRows;
 #pragma unroll
-            for (int i = 0; i < kDirectThreadPixels; ++i)
+        for (int r4 = 0; r4 < kSplitRows; r4 += 4) {
+            float a[4][kDirectThreadPixels], b[kDirectThreadOut][4];
 #pragma unroll
-                for (int j = 0; j < kDirectThreadOut; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+            for (int q = 0; q < 4; ++q) loadFloats(s + (r4 + q) * kDirectPixels, a[q]);
+#pragma unroll
+            for (int j = 0; j < kDirectThreadOut; ++j) loadFloats(w + j * kThreadOutStep * kDirectWeightLd + r4, b[j]);
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+#pragma unroll
+                for (int i = 0; i < kDirectThreadPixels; ++i)
+#pragma unroll
+                    for (int j = 0; j < kDirectThreadOut; ++j) acc[i][j] = fmaf(a[q][i], b[j][q], acc[i][j]);
         }
     };
     StageRegs g;
     fill_table(og);
     __syncthreads();
-    issue(g);  // rows >= 1: launchDirect runs only where the group has input channels
+    issue(g, 0);  // rows >= 1: launchDirect runs only where the group has input channels
     store_stage(g, 0);
     __syncthreads();
     for (int stage = 0;; stage ^= 1) {  // shared stage `stage` holds the rows to multiply now
-        bool const more = issue(g);
+        bool const more = issue(g, stage ^ 1);
         multiply(stage);
         if (more) store_stage(g, stage ^ 1);
         __syncthreads();  // this stage is read; the next one is written
@@ -250,8 +273,7 @@ __global__ void __launch_bounds__(kDirectThreads)
     // Every split's sums go to shared memory (the stages are free now); each thread adds up the splits' sums of output
     // values e = m * kDirectPixels + pixel (consecutive threads: consecutive pixels of an output channel) and stores.
     constexpr int kTile = kDirectPixels * kDirectOut;
-    static_assert(kDirectSplit * kTile <= 2 * kDirectRows * (kDirectPixels + kDirectWeightLd),
-                  "the partial sums fit the stages");
+    static_assert(kDirectSplit * kTile <= 2 * kDirectStageFloats, "the partial sums fit the stages");
     constexpr int kThreadSums = kDirectThreadPixels * kDirectThreadOut;
     float* const partial = samples;  // [split][thread of the split][i][j]
 #pragma unroll
@@ -264,8 +286,8 @@ __global__ void __launch_bounds__(kDirectThreads)
         int const ml = e / kDirectPixels, pl = e % kDirectPixels;
         int const pix = p0 + pl;
         if (ml >= m_here || pix >= pixels) continue;
-        int const owner = (ml / kDirectThreadOut) * (kDirectPixels / kDirectThreadPixels) + pl / kDirectThreadPixels;
-        int const at = owner * kThreadSums + (pl % kDirectThreadPixels) * kDirectThreadOut + ml % kDirectThreadOut;
+        int const owner = (ml % kThreadOutStep) * (kDirectPixels / kDirectThreadPixels) + pl / kDirectThreadPixels;
+        int const at = owner * kThreadSums + (pl % kDirectThreadPixels) * kDirectThreadOut + ml / kThreadOutStep;
         float v = 0.f;
 #pragma unroll
         for (int set = 0; set < kDirectSplit; ++set) v += partial[set * kDirectTileThreads * kThreadSums + at];
@@ -282,11 +304,14 @@ inline RouteMode directMode() {
     return mode;
 }
 
+// Blocks of kDirectOut output channels a conv group takes.
+inline int64_t directOutTiles(OpSizes const& s) { return (s.out_channels / s.groups + kDirectOut - 1) / kDirectOut; }
+
 // True when the direct kernel applies: a kernel of at most kDirectMaxTaps taps, 32-bit indices over the input, the
 // offsets and the output, and a grid within CUDA's limits.
 inline bool directApplies(OpSizes const& s) {
     constexpr int64_t kNarrow = 0x7fffffff;
-    int64_t const m_tiles = (s.out_channels / s.groups + kDirectOut - 1) / kDirectOut;
+    int64_t const m_tiles = directOutTiles(s);
     return directMode() != RouteMode::kOff && s.taps() <= kDirectMaxTaps &&
            s.n * s.channels * s.height * s.width <= kNarrow && s.n * 2 * s.offset_groups * s.taps() * s.pixels() <= kNarrow &&
            s.n * s.out_channels * s.pixels() <= kNarrow && s.out_channels * s.channels / s.groups * s.taps() <= kNarrow &&
@@ -294,11 +319,12 @@ inline bool directApplies(OpSizes const& s) {
 }
 
 // Multiply-adds (output values times reduction rows) up to which the direct kernel is the default: where it measured
-// faster than the other routes on the H200 (bench/deform_conv_routes.py, bench/README.md, sessions 17 and 18; the
-// 4x4-sum kernel of session 18). NCHW float32: 59 M (1x64->64x40x40) 23.2 against 25.5 us, 118 M 41.3 against 29.6;
-// NCHW fp16/bf16: 2 M 11.0 against 14.4, 15 M 14.5 against 14.9 (even; the column path's fp16 GEMM is fast), 59 M
-// 22.3 against 16.4; channels-last float32: 2 M 11.8 against 16.5, 15 M 21.4 against 17.1 (its reads of one channel
-// at 16 pixels are 16 sectors); channels-last fp16/bf16: 2 M 11.9 against 11.3, never faster.
+// faster than the other routes on the H200 (bench/deform_conv_routes.py, bench/README.md, sessions 17 to 19; the
+// kernel of session 19 against session 18's other routes, whose code is unchanged). NCHW float32: 59 M
+// (1x64->64x40x40) 20.8 against 25.5 us, 118 M 37.0 against 29.6; NCHW fp16/bf16: 2 M 10.9 against 14.4, 15 M 14.3
+// against 14.9 (even; the column path's fp16 GEMM is fast), 59 M 20.9 against 16.4; channels-last float32: 2 M 12.5
+// against 16.5, 15 M 20.7 against 17.1 (its reads of one channel at 16 pixels are 16 sectors); channels-last
+// fp16/bf16: 2 M 11.8 against 11.3, never faster.
 inline int64_t directMaxMacs(OpSizes const& s) {
     if (s.channels_last) return s.elem == 4 ? int64_t{1} << 22 : 0;
     return s.elem == 4 ? int64_t{1} << 26 : int64_t{1} << 22;
@@ -312,6 +338,13 @@ inline bool directFits(OpSizes const& s) {
            s.n * s.pixels() * s.out_channels * (s.channels / s.groups) * s.taps() <= directMaxMacs(s);
 }
 
+// True when the weight's stages go to shared memory in 16-byte copies: float32, 16-byte aligned, and every stage
+// starts and ends on a 4-row chunk (conv groups and offset groups of whole chunks: a multiple of 4 rows each).
+inline bool directWeightCopies(OpSizes const& s, void const* weight) {
+    return s.elem == 4 && reinterpret_cast<uintptr_t>(weight) % 16 == 0 && s.channels / s.groups * s.taps() % 4 == 0 &&
+           s.channels / s.offset_groups * s.taps() % 4 == 0;
+}
+
 template <typename T>
 cudaError_t launchDirect(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, cudaStream_t stream) {
     int64_t const pixels = s.pixels();
@@ -322,7 +355,8 @@ cudaError_t launchDirect(OpSizes const& s, TorchtrtExtDeformConv2dTensors const&
                          static_cast<int32_t>(s.channels_last ? 1 : plane),
                          static_cast<int32_t>(s.channels * plane), static_cast<int32_t>(per_group_out),
                          static_cast<int32_t>(s.out_channels),
-                         static_cast<int32_t>((per_group_out + kDirectOut - 1) / kDirectOut)};
+                         static_cast<int32_t>(directOutTiles(s)),
+                         directWeightCopies(s, t.weight) ? 1 : 0};
     dim3 const grid(static_cast<unsigned>((pixels + kDirectPixels - 1) / kDirectPixels),
                     static_cast<unsigned>(s.groups * d.m_tiles), static_cast<unsigned>(s.n));
     directKernel<T><<<grid, kDirectThreads, directSmemBytes(s.taps()), stream>>>(
