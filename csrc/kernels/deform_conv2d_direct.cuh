@@ -98,9 +98,12 @@ __global__ void __launch_bounds__(kDirectThreads)
                  T const* __restrict__ weight, T const* __restrict__ bias, T* __restrict__ out, SampleParams const p,
                  DirectParams const d) {
     extern __shared__ float4 direct_smem[];
-    auto* table = reinterpret_cast<Corners<int32_t>*>(direct_smem);  // [tap][pixel]
+    // The corner table, [tap][pixel], as two arrays (the corners' weights, their element offsets): a warp's 16-byte
+    // reads of either are then consecutive (one 32-byte struct a pixel took twice the shared-memory wavefronts).
     int const taps = static_cast<int>(p.taps), pixels = static_cast<int>(p.pixels);
-    float* const samples = reinterpret_cast<float*>(table + taps * kDirectPixels);  // [stage][row][pixel]
+    float4* const table_w = direct_smem;
+    auto* const table_at = reinterpret_cast<int4*>(table_w + taps * kDirectPixels);
+    float* const samples = reinterpret_cast<float*>(table_at + taps * kDirectPixels);  // [stage][row][pixel]
     float* const weights = samples + 2 * kDirectRows * kDirectPixels;             // [stage][output channel][row]
     int const tid = threadIdx.x;
     int const img = blockIdx.z;
@@ -125,7 +128,8 @@ __global__ void __launch_bounds__(kDirectThreads)
                 c = cornersOf<T, int32_t>(offset, mask, p, plane, pix, oy, pix - oy * static_cast<int>(p.out_w), k,
                                           d.pixel_stride);
             }
-            table[e] = c;
+            table_w[e] = make_float4(c.w[0], c.w[1], c.w[2], c.w[3]);
+            table_at[e] = make_int4(c.at[0], c.at[1], c.at[2], c.at[3]);
         }
     };
     // The end of the offset group holding row r (rows of one offset group are whole channels of it).
@@ -168,13 +172,16 @@ __global__ void __launch_bounds__(kDirectThreads)
         int r = r0 + srow, c = r / taps, k = r - c * taps;  // row r = c * taps + k
 #pragma unroll
         for (int i = 0; i < kDirectThreadSamples; ++i) {
-            Corners<int32_t> corners{{0.f, 0.f, 0.f, 0.f}, {-1, -1, -1, -1}};
-            if (r < r1) corners = table[k * kDirectPixels + sp];
+            float4 cw = make_float4(0.f, 0.f, 0.f, 0.f);
+            int4 ca = make_int4(-1, -1, -1, -1);
+            if (r < r1) cw = table_w[k * kDirectPixels + sp], ca = table_at[k * kDirectPixels + sp];
+            float const w4[4] = {cw.x, cw.y, cw.z, cw.w};
+            int const at4[4] = {ca.x, ca.y, ca.z, ca.w};
             int const base = c * channel_stride;
 #pragma unroll
             for (int q = 0; q < 4; ++q) {
-                g.corner_w[i][q] = corners.w[q];
-                g.corner_v[i][q] = corners.at[q] >= 0 ? sthread[base + corners.at[q]] : fromF32<T>(0.f);  // outside: not read
+                g.corner_w[i][q] = w4[q];
+                g.corner_v[i][q] = at4[q] >= 0 ? sthread[base + at4[q]] : fromF32<T>(0.f);  // outside: not read
             }
             r += kSampleRowStep;
             for (k += kSampleRowStep; k >= taps; k -= taps) ++c;
@@ -270,27 +277,30 @@ __global__ void __launch_bounds__(kDirectThreads)
         __syncthreads();  // this stage is read; the next one is written
         if (!more) break;
     }
-    // Every split's sums go to shared memory (the stages are free now); each thread adds up the splits' sums of output
-    // values e = m * kDirectPixels + pixel (consecutive threads: consecutive pixels of an output channel) and stores.
+    // Every split's sums go to shared memory (the stages are free now), as [split][sum i * kDirectThreadOut + j][thread
+    // of the split]; each thread adds up the splits' sums e = sum * kDirectTileThreads + owner (consecutive threads:
+    // consecutive owners, so neither the stores nor the loads share a bank) and stores the output value.
     constexpr int kTile = kDirectPixels * kDirectOut;
     static_assert(kDirectSplit * kTile <= 2 * kDirectStageFloats, "the partial sums fit the stages");
     constexpr int kThreadSums = kDirectThreadPixels * kDirectThreadOut;
-    float* const partial = samples;  // [split][thread of the split][i][j]
+    static_assert(kThreadSums * kDirectTileThreads == kTile, "the threads' sums are the tile");
+    float* const partial = samples;
 #pragma unroll
     for (int i = 0; i < kDirectThreadPixels; ++i)
 #pragma unroll
         for (int j = 0; j < kDirectThreadOut; ++j)
-            partial[(split * kDirectTileThreads + ct) * kThreadSums + i * kDirectThreadOut + j] = acc[i][j];
+            partial[(split * kThreadSums + i * kDirectThreadOut + j) * kDirectTileThreads + ct] = acc[i][j];
     __syncthreads();
     for (int e = tid; e < kTile; e += kDirectThreads) {
-        int const ml = e / kDirectPixels, pl = e % kDirectPixels;
+        int const owner = e % kDirectTileThreads, sum = e / kDirectTileThreads;
+        int const owner_p = owner % (kDirectPixels / kDirectThreadPixels), owner_m = owner / (kDirectPixels / kDirectThreadPixels);
+        int const pl = kDirectThreadPixels * owner_p + sum / kDirectThreadOut;
+        int const ml = owner_m + kThreadOutStep * (sum % kDirectThreadOut);
         int const pix = p0 + pl;
         if (ml >= m_here || pix >= pixels) continue;
-        int const owner = (ml % kThreadOutStep) * (kDirectPixels / kDirectThreadPixels) + pl / kDirectThreadPixels;
-        int const at = owner * kThreadSums + (pl % kDirectThreadPixels) * kDirectThreadOut + ml / kThreadOutStep;
         float v = 0.f;
 #pragma unroll
-        for (int set = 0; set < kDirectSplit; ++set) v += partial[set * kDirectTileThreads * kThreadSums + at];
+        for (int set = 0; set < kDirectSplit; ++set) v += partial[set * kTile + e];
         int const channel = group * d.per_group_out + m0 + ml;
         if (bias != nullptr) v += toF32(bias[channel]);
         out[(static_cast<int64_t>(img) * d.out_channels + channel) * pixels + pix] = fromF32<T>(v);
