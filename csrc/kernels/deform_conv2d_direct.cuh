@@ -15,10 +15,11 @@
 // computed once per offset group into a table (cornersOf); stages never cross an offset group, so a conv group
 // spanning several offset groups refills the table between them. The bias is added at the end.
 //
-// What bounds it (ncu at 1x64->64x40x40 float32, bench/README.md, session 18): the L1/shared-memory pipe of the 100
-// multiprocessors that hold a block (the other 32 idle), about 70% busy over the whole kernel, from the corner reads
-// (scattered 4-byte reads in NCHW) and the multiplication's shared loads. Not the latency of a stage's reads: two
-// stages of reads in flight, or a tile's rows split over two blocks of a cluster, left it as it was.
+// What bounds it (ncu at 1x64->64x40x40 float32, bench/README.md, sessions 18 and 19): the L1/shared-memory pipe of
+// the 100 multiprocessors that hold a block (the other 32 idle): the scattered 4-byte corner reads of NCHW input
+// (about 14 sectors a warp's read, 63% of them in excess) and the multiplication's 16-byte shared loads; the top
+// stall is the products waiting for those loads. Not the latency of a stage's reads (two stages of reads in flight
+// left it as it was) and not the pixels a block takes (13-pixel tiles on 124 blocks instead of 16 on 100: the same).
 #pragma once
 
 namespace torchtrt_ext {
@@ -329,12 +330,12 @@ inline bool directApplies(OpSizes const& s) {
 }
 
 // Multiply-adds (output values times reduction rows) up to which the direct kernel is the default: where it measured
-// faster than the other routes on the H200 (bench/deform_conv_routes.py, bench/README.md, sessions 17 to 19; the
-// kernel of session 19 against session 18's other routes, whose code is unchanged). NCHW float32: 59 M
-// (1x64->64x40x40) 20.8 against 25.5 us, 118 M 37.0 against 29.6; NCHW fp16/bf16: 2 M 10.9 against 14.4, 15 M 14.3
-// against 14.9 (even; the column path's fp16 GEMM is fast), 59 M 20.9 against 16.4; channels-last float32: 2 M 12.5
-// against 16.5, 15 M 20.7 against 17.1 (its reads of one channel at 16 pixels are 16 sectors); channels-last
-// fp16/bf16: 2 M 11.8 against 11.3, never faster.
+// faster than the other routes on the H200 (bench/deform_conv_routes.py, bench/README.md, sessions 17 to 19; this
+// kernel, session 19, against session 18's other routes, whose code is unchanged). NCHW float32: 59 M
+// (1x64->64x40x40) 20.1 against 25.5 us, 118 M 35.7 against 29.6; NCHW fp16/bf16: 2 M 10.6 against 14.4, 15 M 13.8
+// against 14.9 (near even; the column path's fp16 GEMM is fast), 59 M 20.1 against 16.4; channels-last float32: 2 M
+// 12.3 against 16.5, 15 M 20.1 against 17.1 (its reads of one channel at 16 pixels are 16 sectors); channels-last
+// fp16/bf16: 2 M 11.3 against 11.3, never faster.
 inline int64_t directMaxMacs(OpSizes const& s) {
     if (s.channels_last) return s.elem == 4 ? int64_t{1} << 22 : 0;
     return s.elem == 4 ? int64_t{1} << 26 : int64_t{1} << 22;
