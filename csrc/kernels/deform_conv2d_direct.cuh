@@ -52,8 +52,9 @@ static_assert(kDirectWeightLd % 32 == 4, "consecutive output channels 4 banks ap
 // The corner table holds every tap of the tile: 12 taps at most (3x3, 3x4, 1x7, ...), so that table and stages fit
 // the 48 KB a block may take without opting in (which Turing caps at 64 KB); larger kernels take the other routes.
 constexpr int kDirectMaxTaps = 12;
+constexpr int kDirectTableEntryBytes = sizeof(float4) + sizeof(int4);  // a (tap, pixel): corner weights, offsets
 constexpr int kDirectStageFloats = kDirectRows * kDirectPixels + kDirectOut * kDirectWeightLd;  // samples + weight
-static_assert(kDirectMaxTaps * kDirectPixels * 32 + 2 * kDirectStageFloats * 4 <= 48 * 1024,
+static_assert(kDirectMaxTaps * kDirectPixels * kDirectTableEntryBytes + 2 * kDirectStageFloats * 4 <= 48 * 1024,
               "the largest table and the stages fit 48 KB");
 
 struct DirectParams {
@@ -89,7 +90,7 @@ __device__ __forceinline__ void loadFloats(float const* src, float (&dst)[4]) {
 }
 
 inline size_t directSmemBytes(int64_t taps) {
-    return static_cast<size_t>(taps) * kDirectPixels * sizeof(Corners<int32_t>) + 2 * kDirectStageFloats * sizeof(float);
+    return static_cast<size_t>(taps) * kDirectPixels * kDirectTableEntryBytes + 2 * kDirectStageFloats * sizeof(float);
 }
 
 // Block (x, y, z) = (pixel tile, conv group * m_tiles + output-channel tile, image).
