@@ -1164,10 +1164,8 @@ int32_t deformConv2d(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, 
     cudaError_t status = currentDevice(dev);
     if (status != cudaSuccess) return static_cast<int32_t>(status);
     auto* base = static_cast<unsigned char*>(workspace);
-    bool fused = false;  // fp16/bf16 on sm_90a: the implicit GEMM (deform_conv2d_sm90.cuh), no columns
-    if constexpr (!std::is_same_v<T, float>) {
-        fused = fusedFits(s, dev, workspace_bytes) && (!s.channels_last || aligned16(t.input));
-    }
+    // on sm_90a: the implicit GEMM (deform_conv2d_sm90.cuh), no columns
+    bool const fused = fusedFits(s, dev, workspace_bytes) && (!s.channels_last || aligned16(t.input));
     // The direct kernel for small problems (deform_conv2d_direct.cuh) first, unless TORCHTRT_EXT_DCN_FUSED=1 forces
     // the fused kernel where that applies and TORCHTRT_EXT_DCN_DIRECT=1 does not force the direct one.
     if (directFits(s) && (directMode() == RouteMode::kWherever || !fused || fusedMode() != RouteMode::kWherever)) {
@@ -1177,9 +1175,7 @@ int32_t deformConv2d(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, 
     if (!fused && !chooseRoute<T>(route, s, dev, workspace_bytes - fixed, base + fixed, base + s.nhwcBytes(), out)) {
         return static_cast<int32_t>(cudaErrorNotSupported);  // no cuBLASLt, and our own GEMM needs sm_80+
     }
-    if constexpr (!std::is_same_v<T, float>) {
-        if (fused) return static_cast<int32_t>(launchFused<T>(s, t, base, workspace_bytes, dev, stream));
-    }
+    if (fused) return static_cast<int32_t>(launchFused<T>(s, t, base, workspace_bytes, dev, stream));
     T const* nhwc = static_cast<T const*>(t.input);
     if (!s.channels_last) {
         T* dst = reinterpret_cast<T*>(base);

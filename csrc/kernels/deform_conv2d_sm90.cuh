@@ -70,6 +70,10 @@ struct alignas(16) FusedCorner {
 };
 static_assert(sizeof(FusedCorner<__half>) == 16 && sizeof(FusedCorner<__nv_bfloat16>) == 16, "one 16-byte load");
 
+// The element type of the kernels' shared-memory tiles (wgmma operands): T, or bf16 pairs for float32.
+template <typename T>
+using FusedOperand = std::conditional_t<std::is_same_v<T, float>, __nv_bfloat16, T>;
+
 // Sizes of a block of WG warpgroups, each one m64 tile of output channels (64 * WG channels).
 template <int WG>
 struct FusedTile {
@@ -227,10 +231,11 @@ __device__ __forceinline__ void wgmma64x128(float (&d)[64], uint64_t a, uint64_t
 // core-matrix order, contiguous, rows beyond the group's output channels zero. A thread writes one 16-byte chunk (8
 // channels of a row at one tap, gathered from the weight's [oc][c][tap] layout); consecutive threads take consecutive
 // taps of the same channels, so a warp's 8 gathers each read a few contiguous runs of the weight (the tiles' order put
-// a row's 8 chunks on consecutive threads: each gather touched about 36 lines). prep has `chunks` * 8 elements.
+// a row's 8 chunks on consecutive threads: each gather touched about 36 lines). A float32 weight is stored as bf16
+// pairs (splitBf16: hi + lo), each tile its hi tile followed by its lo tile. prep has `chunks` * 8 elements per part.
 template <typename T, int BM>
-__global__ void prepareFusedWeightKernel(T const* __restrict__ weight, T* __restrict__ prep, FusedParams const f,
-                                         int64_t chunks) {
+__global__ void prepareFusedWeightKernel(T const* __restrict__ weight, FusedOperand<T>* __restrict__ prep,
+                                         FusedParams const f, int64_t chunks) {
     startNext();  // the transpose (or the fused kernel) may start beside it: see launchFused
     for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < chunks;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -256,7 +261,21 @@ __global__ void prepareFusedWeightKernel(T const* __restrict__ weight, T* __rest
             for (int e = 0; e < 8; ++e) values.v[e] = fromF32<T>(0.f);
         }
         int64_t const tile = gm * f.k_blocks + f.blockOf(k, cb);
-        reinterpret_cast<Pack<T, 8>*>(prep)[tile * (BM * kFusedBK / 8) + swizzled(row, c8) / 16] = values;
+        constexpr int kChunks = BM * kFusedBK / 8;  // of a [BM][64] tile
+        auto* const dst = reinterpret_cast<Pack<FusedOperand<T>, 8>*>(prep) + swizzled(row, c8) / 16;
+        if constexpr (std::is_same_v<T, float>) {
+            Pack<__nv_bfloat16, 8> hi, lo;
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+                float2 const parts = splitBf16(values.v[e]);
+                hi.v[e] = __float2bfloat16_rn(parts.x);
+                lo.v[e] = __float2bfloat16_rn(parts.y);
+            }
+            dst[tile * 2 * kChunks] = hi;
+            dst[tile * 2 * kChunks + kChunks] = lo;
+        } else {
+            dst[tile * kChunks] = values;
+        }
     }
 }
 
@@ -295,16 +314,21 @@ __device__ __forceinline__ uint4 interpolatePacked(uint4 const (&corner)[4], uin
 }
 
 // cornersOf's corners as a table entry: the offset of the top-left corner, from any corner inside the image (0 where
-// none is; row = elements from a pixel to the one below it).
-template <typename T>
-__device__ __forceinline__ FusedCorner<T> packCorners(Corners<int32_t> const& c, int32_t channels, int32_t row) {
+// none is; row = elements from a pixel to the one below it), with the four corners' validity in its low 4 bits.
+__device__ __forceinline__ int32_t cornerBase(Corners<int32_t> const& c, int32_t channels, int32_t row) {
     int32_t const base = c.at[0] >= 0   ? c.at[0]
                          : c.at[1] >= 0 ? c.at[1] - channels
                          : c.at[2] >= 0 ? c.at[2] - row
                          : c.at[3] >= 0 ? c.at[3] - row - channels
                                         : 0;
     int32_t const flags = (c.at[0] >= 0) | (c.at[1] >= 0) << 1 | (c.at[2] >= 0) << 2 | (c.at[3] >= 0) << 3;
-    return FusedCorner<T>{base | flags, 0, {fromF32<T>(c.w[0]), fromF32<T>(c.w[1]), fromF32<T>(c.w[2]), fromF32<T>(c.w[3])}};
+    return base | flags;
+}
+// The same as a FusedCorner (weights rounded to T).
+template <typename T>
+__device__ __forceinline__ FusedCorner<T> packCorners(Corners<int32_t> const& c, int32_t channels, int32_t row) {
+    return FusedCorner<T>{cornerBase(c, channels, row), 0,
+                          {fromF32<T>(c.w[0]), fromF32<T>(c.w[1]), fromF32<T>(c.w[2]), fromF32<T>(c.w[3])}};
 }
 
 // Element index in the NCHW output of output channel `channel` at pixel gp of all images (image * pixels + pixel).
@@ -339,28 +363,36 @@ __device__ __forceinline__ FusedWork fusedWorkOf(FusedParams const& f, FusedSpli
     return w;
 }
 
-// The corners of every pixel of the tile at the taps of `chunk`, for offset group og: table[tap in chunk][pixel].
-// Thread `first` of `threads` fills every threads-th entry.
-template <typename T>
-__device__ void fillCornerTable(FusedCorner<T>* table, T const* __restrict__ offset, T const* __restrict__ mask,
+// The corners of every pixel of the tile at the taps of `chunk`, for offset group og: put(e, corners) stores entry
+// e = tap in chunk * kFusedBN + pixel. Thread `first` of `threads` fills every threads-th entry.
+template <typename T, typename Put>
+__device__ void fillCornerTable(Put const& put, T const* __restrict__ offset, T const* __restrict__ mask,
                                 SampleParams const& sp, FusedParams const& f, int tile0, int chunk, int og, int first,
                                 int threads) {
     int const first_tap = chunk * kFusedTableTaps;
     int const entries = min(kFusedTableTaps, f.taps - first_tap) * kFusedBN;
     for (int e = first; e < entries; e += threads) {
         int const k = first_tap + e / kFusedBN, gp = tile0 + e % kFusedBN;
-        FusedCorner<T> entry{0, 0, {}};  // past the images: no corner inside, zeros are read
+        Corners<int32_t> c{{0.f, 0.f, 0.f, 0.f}, {-1, -1, -1, -1}};  // past the images: no corner inside, zeros read
         if (gp < f.total) {
             int const im = gp / f.pixels, px = gp - im * f.pixels;
             int const y = px / f.out_w;
             int64_t const planes = static_cast<int64_t>(im) * f.offset_groups * f.taps * f.pixels;
-            entry = packCorners<T>(cornersOf<T, int32_t>(offset + 2 * planes, mask != nullptr ? mask + planes : nullptr,
-                                                         sp, og, px, y, px - y * f.out_w, k, f.channels),
-                                   f.channels, f.width * f.channels);
+            c = cornersOf<T, int32_t>(offset + 2 * planes, mask != nullptr ? mask + planes : nullptr, sp, og, px, y,
+                                      px - y * f.out_w, k, f.channels);
         }
-        table[e] = entry;
+        put(e, c);
     }
 }
+// put for a table of FusedCorner entries.
+template <typename T>
+struct PackedCorners {
+    FusedCorner<T>* table;
+    int32_t channels, row;
+    __device__ __forceinline__ void operator()(int e, Corners<int32_t> const& c) const {
+        table[e] = packCorners<T>(c, channels, row);
+    }
+};
 
 // A thread's share of the sample tile: vector v (8 channels) of a 64-channel block at kPix pixels of the tile,
 // pixel(jj) = first_pixel + 4 * jj, where the 8 lanes of a pixel (lane / 8 the same) read its 128 bytes of a corner as
@@ -419,13 +451,15 @@ __device__ __forceinline__ int fusedOffsetGroup(FusedParams const& f, int group,
     return (group * f.per_group + cb * kFusedBK) / f.per_offset_group;
 }
 
-constexpr int kFusedOutPitch = kFusedBN * 2 + 16;  // bytes per row of the output tile: 16 more keeps the fragment
-                                                   // stores conflict-free
+// Bytes per row of the output tile: 8 elements more keep the fragment stores conflict-free.
+template <typename T>
+constexpr int kFusedOutPitch = (kFusedBN + 8) * static_cast<int>(sizeof(T));
 
 // The block's output from its accumulators (threads [0, Threads), warpgroup tid / 128 holding the m64 tile of rows
 // 64 * (tid / 128) ... of the kBM = BM output channels): for a piece of a tail tile its FP32 sums as they are
 // (fusedFixupKernel adds bias and pieces); else D[oc][pixel] + bias, rounded to T, through shared memory (free once
-// every wgmma and copy is done) into the NCHW output by 16-byte stores of 8 pixels: written from the fragments directly,
+// every wgmma and copy is done) into the NCHW output by 16-byte stores (8 pixels, 4 in float32): written from the
+// fragments directly,
 // a warp's store was 2 bytes a lane over 8 rows, and each pixel pair took an integer division. sync() orders the
 // threads (a barrier of all of them).
 template <typename T, int BM, int Threads, typename Sync>
@@ -446,7 +480,8 @@ __device__ __forceinline__ void fusedStoreTile(float (&acc)[64], FusedWork const
         }
         return;
     }
-    constexpr int kPitch = kFusedOutPitch;
+    constexpr int kPitch = kFusedOutPitch<T>;
+    constexpr int kVec = 16 / static_cast<int>(sizeof(T));  // pixels of a 16-byte store
     sync();  // every warpgroup's last wgmma has read its stage
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -458,22 +493,22 @@ __device__ __forceinline__ void fusedStoreTile(float (&acc)[64], FusedWork const
             Pack<T, 2> pair;
             pair.v[0] = fromF32<T>(acc[4 * j + 2 * h] + b);
             pair.v[1] = fromF32<T>(acc[4 * j + 2 * h + 1] + b);
-            *reinterpret_cast<Pack<T, 2>*>(smem + row * kPitch + (8 * j + 2 * q) * 2) = pair;
+            *reinterpret_cast<Pack<T, 2>*>(smem + row * kPitch + (8 * j + 2 * q) * static_cast<int>(sizeof(T))) = pair;
         }
     }
     sync();
-    // 8 pixels of a chunk in one image and 16-byte aligned in the output
-    bool const vector_rows = f.pixels % 8 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
-    for (int chunk = tid; chunk < BM * (kFusedBN / 8); chunk += Threads) {
-        int const row = chunk / (kFusedBN / 8), first = work.tile0 + (chunk % (kFusedBN / 8)) * 8;
+    // the kVec pixels of a chunk in one image and 16-byte aligned in the output
+    bool const vector_rows = f.pixels % kVec == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
+    for (int chunk = tid; chunk < BM * (kFusedBN / kVec); chunk += Threads) {
+        int const row = chunk / (kFusedBN / kVec), first = work.tile0 + (chunk % (kFusedBN / kVec)) * kVec;
         int const oc = work.mt * BM + row;
         if (oc >= f.per_group_out || first >= f.total) continue;
         int64_t const channel = work.group * f.per_group_out + oc;
         T const* values = reinterpret_cast<T const*>(smem + row * kPitch) + (first - work.tile0);
-        if (vector_rows && first + 8 <= f.total) {
+        if (vector_rows && first + kVec <= f.total) {
             *reinterpret_cast<uint4*>(out + fusedOutAt(f, channel, first)) = *reinterpret_cast<uint4 const*>(values);
         } else {
-            for (int e = 0; e < 8 && first + e < f.total; ++e) out[fusedOutAt(f, channel, first + e)] = values[e];
+            for (int e = 0; e < kVec && first + e < f.total; ++e) out[fusedOutAt(f, channel, first + e)] = values[e];
         }
     }
 }
@@ -498,6 +533,7 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
         prep + ((static_cast<int64_t>(work.group) * f.m_tiles + work.mt) * f.k_blocks + work.kb_first) *
                    (Tile::kBM * kFusedBK));
     auto* table = reinterpret_cast<FusedCorner<T>*>(smem + kFusedStages * Tile::kStageBytes);
+    PackedCorners<T> const put{table, f.channels, f.width * f.channels};
 
     // The reduction block the next loadSamples() call reads, advanced one block per call (calls come in order of kb),
     // in offset group og; table_of: the (tap chunk, offset group) the corner table holds.
@@ -512,7 +548,7 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
         if (at.chunk * f.offset_groups + og != table_of) {  // the same for every thread: all reach the barriers
             table_of = at.chunk * f.offset_groups + og;
             __syncthreads();  // every thread has read its entries of the table's last block
-            fillCornerTable(table, offset, mask, sp, f, work.tile0, at.chunk, og, tid, Tile::kThreads);
+            fillCornerTable(put, offset, mask, sp, f, work.tile0, at.chunk, og, tid, Tile::kThreads);
             __syncthreads();
         }
         sampler.load(input, table, f, at, work.group);
@@ -544,7 +580,7 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
     static_assert(kFusedStages == 3, "the loop below keeps 3 stages: kb multiplied, kb + 1 stored, kb - 1 reading");
     // The first table reads only offsets and mask, written before the kernels this one may overlap (launchFused): it
     // is filled while they finish, and the channels-last input and the reordered weight are read after they have.
-    fillCornerTable(table, offset, mask, sp, f, work.tile0, at.chunk, og, tid, Tile::kThreads);
+    fillCornerTable(put, offset, mask, sp, f, work.tile0, at.chunk, og, tid, Tile::kThreads);
     waitPrevious();
     __syncthreads();
     loadSamples();  // block 0 (k_blocks >= 1)
@@ -575,8 +611,209 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
     }
     wgmmaWait<0>();
     pinRegisters(acc);
-    static_assert(Tile::kBM * kFusedOutPitch <= kFusedStages * Tile::kStageBytes, "the output tile must fit");
+    static_assert(Tile::kBM * kFusedOutPitch<T> <= kFusedStages * Tile::kStageBytes, "the output tile must fit");
     fusedStoreTile<T, Tile::kBM, Tile::kThreads>(acc, work, f, bias, out, partials, smem, tid, [] { __syncthreads(); });
+}
+
+// ------------------------------------------------------------------------------ the float32 kernel (bf16 pairs)
+// float32 on the same plan, as bf16 pairs (the column path's split, splitBf16): every sample and weight x is stored as
+// hi = bf16(x) and lo = bf16(x - hi) (x = hi + lo within 2^-18 |x|), and per k16 step three wgmma sum hi_w * hi_s
+// into one set of accumulators and hi_w * lo_s + lo_w * hi_s into another (summed into the first one's running sum,
+// the tensor cores' FP32 sums would lose the small products' bits: 1.3e-5 against float64 where two sets keep 5e-6,
+// bench/README.md session 9). Two sets of m64 x 128 sums take 128 registers a thread, so the block is 2 warpgroups
+// (128 output channels, every thread samples, in lock step as fusedKernel), a stage holds the hi and lo tiles of both
+// operands (64 KB), and the corner table keeps FP32 weights (float4) apart from the top-left offsets (int32).
+struct FusedPairTile {
+    static constexpr int kThreads = 256;
+    static constexpr int kBM = 128;
+    static constexpr int kPixelsPerWarp = kFusedBN / (kThreads / 32);
+    static constexpr int kPartBytes = kBM * kFusedBK * 2;  // a [128][64] bf16 tile: hi or lo of A or B
+    static_assert(kBM == kFusedBN, "A's and B's tiles of one size");
+    static constexpr int kABytes = 2 * kPartBytes;  // [A hi][A lo]
+    static constexpr int kStageBytes = 4 * kPartBytes;  // [A hi][A lo][B hi][B lo]
+    static constexpr int kTableEntries = kFusedTableTaps * kFusedBN;
+    static constexpr int kTableBytes = kTableEntries * (16 + 4);  // float4 weights, then int32 offsets
+    static constexpr int kSmemBytes = kFusedStages * kStageBytes + kTableBytes + 1024;  // + room to align to 1024
+};
+
+// put for the float32 table: the corner weights and the top-left offset with its validity bits (cornerBase).
+struct PairCorners {
+    float4* weights;
+    int32_t* base;
+    int32_t channels, row;
+    __device__ __forceinline__ void operator()(int e, Corners<int32_t> const& c) const {
+        weights[e] = make_float4(c.w[0], c.w[1], c.w[2], c.w[3]);
+        base[e] = cornerBase(c, channels, row);
+    }
+};
+
+// A thread's share of the sample tile in float32: vector v (4 channels) of a 64-channel block at kPix pixels
+// first_pixel + 2 jj, where the 16 lanes of a pixel (lane / 16 the same) read its 256 bytes of a corner (2 lines a
+// pixel, 4 a warp read; 8 lanes of 8 channels, two 16-byte reads each, touched 8). Loaded and stored in halves of
+// kPix / 2 pixels: a whole block's corners (128 registers) and the two accumulator sets would not fit a thread's 255.
+// store() interpolates in FP32 and writes hi and lo (4 bf16 each, half a 16-byte chunk); it reads the corner weights
+// from the table again, which still holds the block's tap chunk (only the load of a block's first half refills it).
+struct FusedPairSampler {
+    static constexpr int kPix = FusedPairTile::kPixelsPerWarp / 2;
+    static constexpr int kHalf = kPix / 2;
+    int v, first_pixel;
+    int32_t row;
+    int32_t image_at[kPix];
+    float4 corner[kHalf][4];  // [pixel of the half][corner]: 4 channels
+
+    __device__ __forceinline__ FusedPairSampler(FusedParams const& f, int tile0, int first_pixel_, int lane)
+        : v(lane & 15), first_pixel(first_pixel_), row(f.width * f.channels) {
+#pragma unroll
+        for (int jj = 0; jj < kPix; ++jj) {
+            int const gp = tile0 + first_pixel + 2 * jj;
+            image_at[jj] = (gp < f.total ? gp / f.pixels : 0) * f.height * row;
+        }
+    }
+    __device__ __forceinline__ void load(float const* __restrict__ input, PairCorners const& table,
+                                         FusedParams const& f, FusedCursor const& at, int group, int half) {
+        int const c0 = group * f.per_group + at.cb * kFusedBK + v * 4;
+        int const e0 = at.k_local * kFusedBN + first_pixel;
+        int32_t const step[4] = {0, f.channels, row, row + f.channels};
+#pragma unroll
+        for (int p = 0; p < kHalf; ++p) {
+            int const jj = half * kHalf + p;
+            int32_t const entry = table.base[e0 + 2 * jj];
+            int32_t const flags = entry & 15;
+            int32_t const top_left = image_at[jj] + (entry - flags) + c0;
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                corner[p][q] = make_float4(0.f, 0.f, 0.f, 0.f);  // outside: zeros (see FusedSampler)
+                if ((flags >> q & 1) != 0) {
+                    corner[p][q] = __ldg(reinterpret_cast<float4 const*>(input + (top_left + step[q])));
+                }
+            }
+        }
+    }
+    __device__ __forceinline__ void store(unsigned char* samples_hi, unsigned char* samples_lo,
+                                          PairCorners const& table, FusedCursor const& at, int half) const {
+        int const e0 = at.k_local * kFusedBN + first_pixel;
+#pragma unroll
+        for (int p = 0; p < kHalf; ++p) {
+            int const jj = half * kHalf + p;
+            float4 const w = table.weights[e0 + 2 * jj];
+            float4 const (&c)[4] = corner[p];
+            float const sum[4] = {fmaf(w.w, c[3].x, fmaf(w.z, c[2].x, fmaf(w.y, c[1].x, w.x * c[0].x))),
+                                  fmaf(w.w, c[3].y, fmaf(w.z, c[2].y, fmaf(w.y, c[1].y, w.x * c[0].y))),
+                                  fmaf(w.w, c[3].z, fmaf(w.z, c[2].z, fmaf(w.y, c[1].z, w.x * c[0].z))),
+                                  fmaf(w.w, c[3].w, fmaf(w.z, c[2].w, fmaf(w.y, c[1].w, w.x * c[0].w)))};
+            Pack<__nv_bfloat16, 4> hi, lo;
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                float2 const parts = splitBf16(sum[e]);
+                hi.v[e] = __float2bfloat16_rn(parts.x);
+                lo.v[e] = __float2bfloat16_rn(parts.y);
+            }
+            int const at_byte = swizzled(first_pixel + 2 * jj, v >> 1) + (v & 1) * 8;
+            *reinterpret_cast<Pack<__nv_bfloat16, 4>*>(samples_hi + at_byte) = hi;
+            *reinterpret_cast<Pack<__nv_bfloat16, 4>*>(samples_lo + at_byte) = lo;
+        }
+    }
+};
+
+// The float32 kernel: see above; the pipeline is fusedKernel's, with the second half of a block's corners read and
+// stored in the iteration that stores its first half.
+__global__ void __launch_bounds__(FusedPairTile::kThreads, 1)
+    fusedPairKernel(float const* __restrict__ input, float const* __restrict__ offset, float const* __restrict__ mask,
+                    __nv_bfloat16 const* __restrict__ prep, float const* __restrict__ bias, float* __restrict__ out,
+                    float* __restrict__ partials, SampleParams const sp, FusedParams const f, FusedSplit const split) {
+    using Tile = FusedPairTile;
+    extern __shared__ __align__(16) unsigned char fused_smem[];
+    unsigned char* const smem =
+        fused_smem + ((1024 - (static_cast<uint32_t>(__cvta_generic_to_shared(fused_smem)) & 1023)) & 1023);
+    int const tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    FusedWork const work = fusedWorkOf(f, split, blockIdx.x);
+    int const k_blocks = work.k_blocks;
+    FusedPairSampler sampler(f, work.tile0, warp * Tile::kPixelsPerWarp + (lane >> 4), lane);
+    unsigned char const* weight_next = reinterpret_cast<unsigned char const*>(prep) +
+        ((static_cast<int64_t>(work.group) * f.m_tiles + work.mt) * f.k_blocks + work.kb_first) * Tile::kABytes;
+    auto* const table_w = reinterpret_cast<float4*>(smem + kFusedStages * Tile::kStageBytes);
+    PairCorners const put{table_w, reinterpret_cast<int32_t*>(table_w + Tile::kTableEntries), f.channels,
+                          f.width * f.channels};
+
+    FusedCursor at = f.at(work.kb_first);  // the block the next load reads (advanced after its second half)
+    int og = fusedOffsetGroup(f, work.group, at.cb);
+    int table_of = at.chunk * f.offset_groups + og;
+    int store_stage = 0;
+    // The first half of the next block's corners into registers (refilling the table first where that block needs
+    // another one: every thread has read the last one's entries, the second half included).
+    auto loadFirstHalf = [&]() {
+        if (at.chunk * f.offset_groups + og != table_of) {
+            table_of = at.chunk * f.offset_groups + og;
+            __syncthreads();
+            fillCornerTable(put, offset, mask, sp, f, work.tile0, at.chunk, og, tid, Tile::kThreads);
+            __syncthreads();
+        }
+        sampler.load(input, put, f, at, work.group, 0);
+    };
+    // That block into its stage: its weight tiles by cp.async, the first half's samples, then the second half's
+    // corners read and stored.
+    auto storeBlock = [&]() {
+        unsigned char* stage = smem + store_stage * Tile::kStageBytes;
+        store_stage = store_stage + 1 == kFusedStages ? 0 : store_stage + 1;
+#pragma unroll
+        for (int i = 0; i < Tile::kABytes / 16 / Tile::kThreads; ++i) {
+            int const chunk = (i * Tile::kThreads + tid) * 16;
+            cpAsync16(stage + chunk, weight_next + chunk, true);
+        }
+        cpAsyncCommit();
+        weight_next += Tile::kABytes;
+        unsigned char* const hi = stage + Tile::kABytes;
+        sampler.store(hi, hi + Tile::kPartBytes, put, at, 0);
+        sampler.load(input, put, f, at, work.group, 1);
+        sampler.store(hi, hi + Tile::kPartBytes, put, at, 1);
+        int const cb = at.cb;
+        f.advance(at);
+        if (at.cb != cb) og = fusedOffsetGroup(f, work.group, at.cb);
+    };
+
+    float big[64], small[64];  // hi * hi; hi * lo + lo * hi (the first wgmma of each overwrites it)
+    fillCornerTable(put, offset, mask, sp, f, work.tile0, at.chunk, og, tid, Tile::kThreads);
+    waitPrevious();
+    __syncthreads();
+    loadFirstHalf();
+    storeBlock();
+    if (k_blocks > 1) loadFirstHalf();
+    int const wg = warp >> 2;
+    uint32_t const a0 = smemDescriptorLow(smem + wg * 64 * 128), b0 = smemDescriptorLow(smem + Tile::kABytes);
+    constexpr uint32_t kLo = Tile::kPartBytes >> 4;  // from a hi tile's descriptor to its lo tile's
+    int multiply_stage = 0;
+    for (int kb = 0; kb < k_blocks; ++kb) {
+        cpAsyncWait<0>();
+        TORCHTRT_EXT_SM90A_ONLY(asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"));
+        __syncthreads();
+        uint32_t const stage_at = static_cast<uint32_t>(multiply_stage * (Tile::kStageBytes >> 4));
+        multiply_stage = multiply_stage + 1 == kFusedStages ? 0 : multiply_stage + 1;
+        pinRegisters(big);
+        pinRegisters(small);
+        wgmmaFence();
+#pragma unroll
+        for (int s = 0; s < kFusedBK / 16; ++s) {
+            uint32_t const a = a0 + stage_at + s * (32 >> 4), b = b0 + stage_at + s * (32 >> 4);
+            int const accumulate = kb > 0 || s > 0;
+            wgmma64x128<__nv_bfloat16>(big, smemDescriptor(a), smemDescriptor(b), accumulate);
+            wgmma64x128<__nv_bfloat16>(small, smemDescriptor(a), smemDescriptor(b + kLo), accumulate);
+            wgmma64x128<__nv_bfloat16>(small, smemDescriptor(a + kLo), smemDescriptor(b), 1);
+        }
+        wgmmaCommit();
+        if (kb + 1 < k_blocks) storeBlock();
+        wgmmaWait<1>();
+        pinRegisters(big);
+        pinRegisters(small);
+        if (kb + 2 < k_blocks) loadFirstHalf();
+    }
+    wgmmaWait<0>();
+    pinRegisters(big);
+    pinRegisters(small);
+#pragma unroll
+    for (int i = 0; i < 64; ++i) big[i] += small[i];
+    static_assert(Tile::kBM * kFusedOutPitch<float> <= kFusedStages * Tile::kStageBytes, "the output tile must fit");
+    fusedStoreTile<float, Tile::kBM, Tile::kThreads>(big, work, f, bias, out, partials, smem, tid,
+                                                     [] { __syncthreads(); });
 }
 
 // ------------------------------------------------------------------------------ the warp-specialized kernel
@@ -667,11 +904,12 @@ __global__ void __launch_bounds__(FusedWsTile::kThreads, 1)
         TORCHTRT_EXT_SM90A_ONLY(asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"));
     }
     auto* table = reinterpret_cast<FusedCorner<T>*>(smem + S * Tile::kStageBytes);
+    PackedCorners<T> const put{table, f.channels, f.width * f.channels};
     FusedCursor at = f.at(work.kb_first);
     int og = fusedOffsetGroup(f, work.group, at.cb);
     int table_of = at.chunk * f.offset_groups + og;
     // the first table by every thread, from offsets and mask only: before the wait (launchFused)
-    fillCornerTable(table, offset, mask, sp, f, work.tile0, at.chunk, og, tid, Tile::kThreads);
+    fillCornerTable(put, offset, mask, sp, f, work.tile0, at.chunk, og, tid, Tile::kThreads);
     waitPrevious();
     __syncthreads();
 
@@ -690,7 +928,7 @@ __global__ void __launch_bounds__(FusedWsTile::kThreads, 1)
             if (at.chunk * f.offset_groups + og != table_of) {  // the same for every producer
                 table_of = at.chunk * f.offset_groups + og;
                 namedBarrier(1, Tile::kProducerThreads);  // every producer has read its entries of the last block
-                fillCornerTable(table, offset, mask, sp, f, work.tile0, at.chunk, og, ptid, Tile::kProducerThreads);
+                fillCornerTable(put, offset, mask, sp, f, work.tile0, at.chunk, og, ptid, Tile::kProducerThreads);
                 namedBarrier(1, Tile::kProducerThreads);
             }
             sampler.load(input, table, f, at, work.group);
@@ -736,7 +974,7 @@ __global__ void __launch_bounds__(FusedWsTile::kThreads, 1)
         }
         wgmmaWait<0>();
         pinRegisters(acc);
-        static_assert(Tile::kBM * kFusedOutPitch <= S * Tile::kStageBytes, "the output tile must fit");
+        static_assert(Tile::kBM * kFusedOutPitch<T> <= S * Tile::kStageBytes, "the output tile must fit");
         fusedStoreTile<T, Tile::kBM, Tile::kConsumerThreads>(acc, work, f, bias, out, partials, smem, tid,
                                                              [] { namedBarrier(2, Tile::kConsumerThreads); });
     }
@@ -774,8 +1012,9 @@ inline RouteMode fusedMode() {
 }
 
 // Multiplying warpgroups per block (an m64 tile of output channels each): 4 (256 output channels: fusedKernel, 16 warps
-// to hide the corner reads) unless the conv group has at most 128 output channels (fusedWsKernel).
-inline int fusedWarpgroups(OpSizes const& s) { return s.out_channels / s.groups > 128 ? 4 : 2; }
+// to hide the corner reads) unless the conv group has at most 128 output channels (fusedWsKernel); float32 always 2
+// (fusedPairKernel).
+inline int fusedWarpgroups(OpSizes const& s) { return s.elem == 2 && s.out_channels / s.groups > 128 ? 4 : 2; }
 
 // Output channels of a tile (an m64 tile per warpgroup), and those tiles per conv group.
 inline int64_t fusedBM(OpSizes const& s) { return 64 * fusedWarpgroups(s); }
@@ -792,7 +1031,7 @@ inline int64_t fusedWeightBytes(OpSizes const& s) {
     return alignUp(s.groups * fusedMTiles(s) * fusedBM(s) * s.rows() * s.elem);
 }
 
-// True when the fused kernel runs the op: it applies (fp16/bf16, the caller's T; an sm_90a build on a compute
+// True when the fused kernel runs the op: it applies (any dtype, the caller's T; an sm_90a build on a compute
 // capability 9.0 device; 64-channel blocks within one conv group and one offset group; 32-bit indices over all
 // images; room in the workspace for the reordered weight after the channels-last copy) and, unless
 // TORCHTRT_EXT_DCN_FUSED says otherwise, its blocks (one per multiprocessor at a time) fill at least 70% of the waves
@@ -800,20 +1039,22 @@ inline int64_t fusedWeightBytes(OpSizes const& s) {
 // whose kernels cut the work finer, is faster. H200, plugin path p50 us, fused (session 12) against columns:
 // 8x256x64x64 (256 blocks, 97% of 2 waves of 132) 129.8 against 180.6; 4x128x100x76 (238, 90%) 65.9 against 88.6;
 // 8x256x80x80 (400, 76% of 4 waves) 234.8 against 292.5 (202.3 since its 4-tile tail is cut, session 13); 1x64x40x40
-// (13 blocks, 10%) 27.3 against 22.5 (bench/README.md).
+// (13 blocks, 10%) 27.3 against 22.5 (bench/README.md). float32 also needs conv groups of at most 128 output channels
+// (one tile: every further tile samples the pixels again): 4x128x100x76 126.6 against 169.7 us, 8x256x64x64 432.2
+// against 364.6 (session 20).
 inline bool fusedFits(OpSizes const& s, Device const& dev, int64_t workspace_bytes) {
 #ifdef TORCHTRT_EXT_SM90A
     constexpr int64_t kNarrow = 0x7fffffff;
     int64_t const cg = s.channels / s.groups;
     RouteMode const mode = fusedMode();
-    bool const applies = mode != RouteMode::kOff && dev.major == 9 && dev.minor == 0 && s.elem == 2 &&
+    bool const applies = mode != RouteMode::kOff && dev.major == 9 && dev.minor == 0 &&
                          cg % kFusedBK == 0 && (s.channels / s.offset_groups) % kFusedBK == 0 &&
                          s.n * s.height * s.width * s.channels <= kNarrow && s.n * s.pixels() <= kNarrow - kFusedBN &&
                          2 * s.offset_groups * s.taps() * s.pixels() <= kNarrow &&
                          fusedTiles(s) <= kMaxGridX - dev.sms && s.nhwcBytes() + fusedWeightBytes(s) <= workspace_bytes;
     if (!applies || mode == RouteMode::kWherever) return applies;
     int64_t const tiles = fusedTiles(s), waves = (tiles + dev.sms - 1) / dev.sms;
-    return tiles * 10 >= waves * dev.sms * 7;
+    return tiles * 10 >= waves * dev.sms * 7 && (s.elem != 4 || fusedMTiles(s) == 1);
 #else
     (void)s, (void)dev, (void)workspace_bytes;
     return false;
@@ -830,8 +1071,9 @@ inline FusedSplit fusedSplitFor(OpSizes const& s, Device const& dev, int64_t roo
 }
 
 template <typename T, int WG>
-cudaError_t launchFusedAs(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, T* nhwc_copy, T* prep,
-                          float* partials, FusedSplit const& split, Device const& dev, cudaStream_t stream) {
+cudaError_t launchFusedAs(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, T* nhwc_copy,
+                          FusedOperand<T>* prep, float* partials, FusedSplit const& split, Device const& dev,
+                          cudaStream_t stream) {
     using Tile = FusedTile<WG>;
     int64_t const mg = s.out_channels / s.groups, cg = s.channels / s.groups;
     FusedParams const f{static_cast<int32_t>(s.height), static_cast<int32_t>(s.width),
@@ -843,11 +1085,18 @@ cudaError_t launchFusedAs(OpSizes const& s, TorchtrtExtDeformConv2dTensors const
                         static_cast<int32_t>(fusedKBlocks(s)),
                         static_cast<int32_t>(fusedMTiles(s)), static_cast<int32_t>(s.n * s.pixels()),
                         static_cast<int32_t>(fusedPixelTiles(s))};
-    // 256-channel tiles: fusedKernel; 128-channel tiles: the warp-specialized fusedWsKernel
-    static_assert(WG == 4 || (WG == 2 && FusedWsTile::kBM == Tile::kBM), "a kernel for each tile height");
-    constexpr auto kernel = WG == 4 ? &fusedKernel<T, 4> : &fusedWsKernel<T>;
-    constexpr int threads = WG == 4 ? Tile::kThreads : FusedWsTile::kThreads;
-    constexpr int smem_bytes = WG == 4 ? Tile::kSmemBytes : FusedWsTile::kSmemBytes;
+    // 256-channel tiles: fusedKernel; 128-channel tiles: the warp-specialized fusedWsKernel; float32: fusedPairKernel
+    static_assert(WG == 4 || (WG == 2 && FusedWsTile::kBM == Tile::kBM && FusedPairTile::kBM == Tile::kBM),
+                  "a kernel for each tile height");
+    constexpr bool pairs = std::is_same_v<T, float>;
+    static_assert(!pairs || WG == 2, "float32 tiles are 128 channels");
+    constexpr auto kernel = [] {
+        if constexpr (pairs) return &fusedPairKernel;
+        else if constexpr (WG == 4) return &fusedKernel<T, 4>;
+        else return &fusedWsKernel<T>;
+    }();
+    constexpr int threads = pairs ? FusedPairTile::kThreads : WG == 4 ? Tile::kThreads : FusedWsTile::kThreads;
+    constexpr int smem_bytes = pairs ? FusedPairTile::kSmemBytes : WG == 4 ? Tile::kSmemBytes : FusedWsTile::kSmemBytes;
     static std::atomic<uint64_t> smem_set_on{0};
     cudaError_t status = allowDynamicSmem(kernel, smem_bytes, dev, smem_set_on);
     if (status != cudaSuccess) return status;
@@ -869,8 +1118,9 @@ cudaError_t launchFusedAs(OpSizes const& s, TorchtrtExtDeformConv2dTensors const
     SampleParams const sp = sampleParamsOf(s, s.ld());
     int64_t const tiles = fusedTiles(s), blocks = split.blocks(tiles);
     status = launchKernel(kernel, dim3(static_cast<unsigned>(blocks)), dim3(threads), smem_bytes, stream, true, nhwc,
-                          static_cast<T const*>(t.offset), static_cast<T const*>(t.mask), static_cast<T const*>(prep),
-                          static_cast<T const*>(t.bias), static_cast<T*>(t.output), partials, sp, f, split);
+                          static_cast<T const*>(t.offset), static_cast<T const*>(t.mask),
+                          static_cast<FusedOperand<T> const*>(prep), static_cast<T const*>(t.bias),
+                          static_cast<T*>(t.output), partials, sp, f, split);
     if (status != cudaSuccess || split.whole == tiles) return status;
     int64_t const elements = (tiles - split.whole) * Tile::kBM * kFusedBN;
     fusedFixupKernel<T, Tile::kBM>
@@ -888,10 +1138,14 @@ cudaError_t launchFused(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& 
     int64_t const weight_bytes = fusedWeightBytes(s);
     FusedSplit const split = fusedSplitFor(s, dev, workspace_bytes - s.nhwcBytes() - weight_bytes);
     T* const nhwc_copy = reinterpret_cast<T*>(base);
-    T* const prep = reinterpret_cast<T*>(scratch);
+    auto* const prep = reinterpret_cast<FusedOperand<T>*>(scratch);
     auto* const partials = reinterpret_cast<float*>(scratch + weight_bytes);
-    return fusedWarpgroups(s) == 4 ? launchFusedAs<T, 4>(s, t, nhwc_copy, prep, partials, split, dev, stream)
-                                   : launchFusedAs<T, 2>(s, t, nhwc_copy, prep, partials, split, dev, stream);
+    if constexpr (std::is_same_v<T, float>) {
+        return launchFusedAs<T, 2>(s, t, nhwc_copy, prep, partials, split, dev, stream);
+    } else {
+        return fusedWarpgroups(s) == 4 ? launchFusedAs<T, 4>(s, t, nhwc_copy, prep, partials, split, dev, stream)
+                                       : launchFusedAs<T, 2>(s, t, nhwc_copy, prep, partials, split, dev, stream);
+    }
 }
 
 }  // namespace deform_conv2d_detail

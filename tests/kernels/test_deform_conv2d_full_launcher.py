@@ -7,9 +7,9 @@ PyTorch math in float64), tolerances of issue 9: relative error < 1e-5 float32, 
 cases with and without bias/mask, stride 2, dilation 2, groups, offset groups, rectangular kernels, odd channel counts
 (the unaligned GEMM and sampling paths), offsets reaching outside the image, several GEMM tiles with ragged edges,
 misaligned pointers, channels-last input, a workspace poisoned with NaN, and a workspace that holds one image; on an
-H100/H200 the fused implicit GEMM (fp16/bf16) on its own edge cases (among them tiles cut into pieces whose partial sums
-a second kernel adds up, and a whole wave of tiles, nothing cut), forced on and off by TORCHTRT_EXT_DCN_FUSED in
-subprocesses, and the default route's choice by shape.
+H100/H200 the fused implicit GEMM (float32 as bf16 pairs, fp16, bf16) on its own edge cases (among them tiles cut into
+pieces whose partial sums a second kernel adds up, and a whole wave of tiles, nothing cut), forced on and off by
+TORCHTRT_EXT_DCN_FUSED in subprocesses, and the default route's choice by shape.
 """
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ CASES = {
     "kernel2x7_past_direct": (2, 8, 16, 9, 10, (2, 7), (1, 1), (1, 3), (1, 1), 1, 1, 2.0, True, "rand"),
     # several channel slices per offset group and per image, conv groups cutting through an offset group's slices
     "slices_of_offset_groups": (2, 256, 32, 10, 12, (3, 3), (1, 1), (1, 1), (1, 1), 8, 2, 2.0, True, "rand"),
-    # fp16/bf16 on an sm_90a build and an H100/H200 take the fused implicit GEMM where every conv group and offset
+    # on an sm_90a build and an H100/H200 every dtype takes the fused implicit GEMM where every conv group and offset
     # group holds whole 64-channel blocks (deform_conv2d_sm90.cuh); these cases reach each of its edges:
     # conv and offset groups, 48 output channels of a 128-channel tile, pixel tiles spanning images, no mask
     "fused_groups2_offset_groups2": (3, 128, 96, 12, 10, (3, 3), (1, 1), (1, 1), (1, 1), 2, 2, 3.0, True, "rand"),
@@ -515,12 +515,13 @@ def _fused_build_or_skip() -> None:
 
 
 def _runs_fused(names: list[str]) -> bool:
-    """True when one of the kernels is a fused implicit GEMM: fusedKernel (256-channel tiles) or fusedWsKernel (128)."""
-    return any("fusedKernel<" in n or "fusedWsKernel<" in n for n in names)
+    """True when one of the kernels is a fused implicit GEMM: fusedKernel (256-channel tiles), fusedWsKernel (128) or
+    fusedPairKernel (float32)."""
+    return any(k in n for n in names for k in ("fusedKernel<", "fusedWsKernel<", "fusedPairKernel"))
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("name", FUSED)
 def test_the_fused_cases_take_the_path_torchtrt_ext_dcn_fused_names(name: str, dtype: torch.dtype) -> None:
     """TORCHTRT_EXT_DCN_FUSED=1: the fused implicit GEMM wherever it applies (whole 64-channel blocks on an sm_90a
@@ -532,7 +533,7 @@ def test_the_fused_cases_take_the_path_torchtrt_ext_dcn_fused_names(name: str, d
     _fused_build_or_skip()
     names = _kernel_names(_make(CASES[name]), dtype)
     fused = _runs_fused(names)
-    columns = any("sampleKernel" in n for n in names)
+    columns = any("sampleKernel" in n or "sampleSplitKernel" in n for n in names)  # (float32: the split sampler)
     assert (fused and not columns) if mode == "1" else (columns and not fused), names
     if name in ("fused_whole_wave", "fused_split_tail"):  # (the others' cut depends on the workspace's room too)
         assert any("fusedFixupKernel" in n for n in names) == (mode == "1" and name == "fused_split_tail"), names
@@ -560,7 +561,8 @@ def test_both_paths_on_the_fused_cases(mode: str) -> None:
 @pytest.mark.gpu
 def test_by_default_the_fused_kernel_takes_shapes_that_fill_whole_waves() -> None:
     """Unset TORCHTRT_EXT_DCN_FUSED: blocks filling two whole waves of the GPU's multiprocessors take the fused kernel;
-    6 blocks (the column path's finer kernels are faster there) take the column path."""
+    6 blocks (the column path's finer kernels are faster there) take the column path; float32 takes it only for conv
+    groups of at most 128 output channels."""
     if _one_route() or os.environ.get("TORCHTRT_EXT_DCN_FUSED") in ("0", "1"):
         pytest.skip("the default route: TORCHTRT_EXT_DCN_FUSED or TORCHTRT_EXT_DCN_DIRECT is set")
     _library()
@@ -576,6 +578,12 @@ def test_by_default_the_fused_kernel_takes_shapes_that_fill_whole_waves() -> Non
     # 8 blocks, too much work for the direct kernel: the column path
     few = _kernel_names(_make((1, 256, 256, 32, 32, *whole[5:])), torch.float16)
     assert any("sampleKernel" in n for n in few) and not _runs_fused(few), few
+    # float32: the fused kernel for conv groups of one 128-channel tile, the column path (split sampler) past it
+    narrow32 = _kernel_names(_make((1, 64, 128, 2 * sms, 128, *whole[5:])), torch.float32)
+    assert any("fusedPairKernel" in n for n in narrow32), narrow32
+    assert not any("sampleSplitKernel" in n for n in narrow32), narrow32
+    wide32 = _kernel_names(_make(whole), torch.float32)
+    assert any("sampleSplitKernel" in n for n in wide32) and not _runs_fused(wide32), wide32
 
 
 # ------------------------------------------------------------------------------------- the direct kernel's route
