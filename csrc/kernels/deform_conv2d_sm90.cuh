@@ -649,17 +649,18 @@ struct PairCorners {
 
 // A thread's share of the sample tile in float32: vector v (4 channels) of a 64-channel block at kPix pixels
 // first_pixel + 2 jj, where the 16 lanes of a pixel (lane / 16 the same) read its 256 bytes of a corner (2 lines a
-// pixel, 4 a warp read; 8 lanes of 8 channels, two 16-byte reads each, touched 8). Loaded and stored in halves of
-// kPix / 2 pixels: a whole block's corners (128 registers) and the two accumulator sets would not fit a thread's 255.
+// pixel, 4 a warp read; 8 lanes of 8 channels, two 16-byte reads each, touched 8). Loaded and stored in quarters of
+// 2 pixels, two quarters in registers: a whole block's corners (128 registers) and the two accumulator sets would not
+// fit a thread's 255.
 // store() interpolates in FP32 and writes hi and lo (4 bf16 each, half a 16-byte chunk); it reads the corner weights
-// from the table again, which still holds the block's tap chunk (only the load of a block's first half refills it).
+// from the table again, which still holds the block's tap chunk (only the load of a block's first quarters refills it).
 struct FusedPairSampler {
     static constexpr int kPix = FusedPairTile::kPixelsPerWarp / 2;
-    static constexpr int kHalf = kPix / 2;
+    static constexpr int kQuarter = kPix / 4;  // pixels of a quarter
     int v, first_pixel;
     int32_t row;
     int32_t image_at[kPix];
-    float4 corner[kHalf][4];  // [pixel of the half][corner]: 4 channels
+    float4 corner[2][kQuarter][4];  // [quarter % 2][pixel of the quarter][corner]: 4 channels
 
     __device__ __forceinline__ FusedPairSampler(FusedParams const& f, int tile0, int first_pixel_, int lane)
         : v(lane & 15), first_pixel(first_pixel_), row(f.width * f.channels) {
@@ -670,33 +671,33 @@ struct FusedPairSampler {
         }
     }
     __device__ __forceinline__ void load(float const* __restrict__ input, PairCorners const& table,
-                                         FusedParams const& f, FusedCursor const& at, int group, int half) {
+                                         FusedParams const& f, FusedCursor const& at, int group, int quarter) {
         int const c0 = group * f.per_group + at.cb * kFusedBK + v * 4;
         int const e0 = at.k_local * kFusedBN + first_pixel;
         int32_t const step[4] = {0, f.channels, row, row + f.channels};
 #pragma unroll
-        for (int p = 0; p < kHalf; ++p) {
-            int const jj = half * kHalf + p;
+        for (int p = 0; p < kQuarter; ++p) {
+            int const jj = quarter * kQuarter + p;
             int32_t const entry = table.base[e0 + 2 * jj];
             int32_t const flags = entry & 15;
             int32_t const top_left = image_at[jj] + (entry - flags) + c0;
 #pragma unroll
             for (int q = 0; q < 4; ++q) {
-                corner[p][q] = make_float4(0.f, 0.f, 0.f, 0.f);  // outside: zeros (see FusedSampler)
+                corner[quarter & 1][p][q] = make_float4(0.f, 0.f, 0.f, 0.f);  // outside: zeros (see FusedSampler)
                 if ((flags >> q & 1) != 0) {
-                    corner[p][q] = __ldg(reinterpret_cast<float4 const*>(input + (top_left + step[q])));
+                    corner[quarter & 1][p][q] = __ldg(reinterpret_cast<float4 const*>(input + (top_left + step[q])));
                 }
             }
         }
     }
     __device__ __forceinline__ void store(unsigned char* samples_hi, unsigned char* samples_lo,
-                                          PairCorners const& table, FusedCursor const& at, int half) const {
+                                          PairCorners const& table, FusedCursor const& at, int quarter) const {
         int const e0 = at.k_local * kFusedBN + first_pixel;
 #pragma unroll
-        for (int p = 0; p < kHalf; ++p) {
-            int const jj = half * kHalf + p;
+        for (int p = 0; p < kQuarter; ++p) {
+            int const jj = quarter * kQuarter + p;
             float4 const w = table.weights[e0 + 2 * jj];
-            float4 const (&c)[4] = corner[p];
+            float4 const (&c)[4] = corner[quarter & 1][p];
             float const sum[4] = {fmaf(w.w, c[3].x, fmaf(w.z, c[2].x, fmaf(w.y, c[1].x, w.x * c[0].x))),
                                   fmaf(w.w, c[3].y, fmaf(w.z, c[2].y, fmaf(w.y, c[1].y, w.x * c[0].y))),
                                   fmaf(w.w, c[3].z, fmaf(w.z, c[2].z, fmaf(w.y, c[1].z, w.x * c[0].z))),
@@ -715,8 +716,9 @@ struct FusedPairSampler {
     }
 };
 
-// The float32 kernel: see above; the pipeline is fusedKernel's, with the second half of a block's corners read and
-// stored in the iteration that stores its first half.
+// The float32 kernel: see above; the pipeline is fusedKernel's, with the last two quarters of a block's corners read
+// and stored in the iteration that stores its first two (each read issued one quarter's stores ahead of its use): at
+// 4x128x100x76 123.1 us on the plugin path against 125.7 with halves (session 20, bench/README.md).
 __global__ void __launch_bounds__(FusedPairTile::kThreads, 1)
     fusedPairKernel(float const* __restrict__ input, float const* __restrict__ offset, float const* __restrict__ mask,
                     __nv_bfloat16 const* __restrict__ prep, float const* __restrict__ bias, float* __restrict__ out,
@@ -735,13 +737,13 @@ __global__ void __launch_bounds__(FusedPairTile::kThreads, 1)
     PairCorners const put{table_w, reinterpret_cast<int32_t*>(table_w + Tile::kTableEntries), f.channels,
                           f.width * f.channels};
 
-    FusedCursor at = f.at(work.kb_first);  // the block the next load reads (advanced after its second half)
+    FusedCursor at = f.at(work.kb_first);  // the block the next load reads (advanced after its last quarter)
     int og = fusedOffsetGroup(f, work.group, at.cb);
     int table_of = at.chunk * f.offset_groups + og;
     int store_stage = 0;
-    // The first half of the next block's corners into registers (refilling the table first where that block needs
-    // another one: every thread has read the last one's entries, the second half included).
-    auto loadFirstHalf = [&]() {
+    // The first two quarters of the next block's corners into registers (refilling the table first where that block
+    // needs another one: every thread has read the last one's entries, the last quarters included).
+    auto loadFirstQuarters = [&]() {
         if (at.chunk * f.offset_groups + og != table_of) {
             table_of = at.chunk * f.offset_groups + og;
             __syncthreads();
@@ -749,9 +751,9 @@ __global__ void __launch_bounds__(FusedPairTile::kThreads, 1)
             __syncthreads();
         }
         sampler.load(input, put, f, at, work.group, 0);
+        sampler.load(input, put, f, at, work.group, 1);
     };
-    // That block into its stage: its weight tiles by cp.async, the first half's samples, then the second half's
-    // corners read and stored.
+    // That block into its stage: its weight tiles by cp.async, the samples of its quarters, the last two read here.
     auto storeBlock = [&]() {
         unsigned char* stage = smem + store_stage * Tile::kStageBytes;
         store_stage = store_stage + 1 == kFusedStages ? 0 : store_stage + 1;
@@ -764,8 +766,11 @@ __global__ void __launch_bounds__(FusedPairTile::kThreads, 1)
         weight_next += Tile::kABytes;
         unsigned char* const hi = stage + Tile::kABytes;
         sampler.store(hi, hi + Tile::kPartBytes, put, at, 0);
-        sampler.load(input, put, f, at, work.group, 1);
+        sampler.load(input, put, f, at, work.group, 2);
         sampler.store(hi, hi + Tile::kPartBytes, put, at, 1);
+        sampler.load(input, put, f, at, work.group, 3);
+        sampler.store(hi, hi + Tile::kPartBytes, put, at, 2);
+        sampler.store(hi, hi + Tile::kPartBytes, put, at, 3);
         int const cb = at.cb;
         f.advance(at);
         if (at.cb != cb) og = fusedOffsetGroup(f, work.group, at.cb);
@@ -775,9 +780,9 @@ __global__ void __launch_bounds__(FusedPairTile::kThreads, 1)
     fillCornerTable(put, offset, mask, sp, f, work.tile0, at.chunk, og, tid, Tile::kThreads);
     waitPrevious();
     __syncthreads();
-    loadFirstHalf();
+    loadFirstQuarters();
     storeBlock();
-    if (k_blocks > 1) loadFirstHalf();
+    if (k_blocks > 1) loadFirstQuarters();
     int const wg = warp >> 2;
     uint32_t const a0 = smemDescriptorLow(smem + wg * 64 * 128), b0 = smemDescriptorLow(smem + Tile::kABytes);
     constexpr uint32_t kLo = Tile::kPartBytes >> 4;  // from a hi tile's descriptor to its lo tile's
@@ -804,7 +809,7 @@ __global__ void __launch_bounds__(FusedPairTile::kThreads, 1)
         wgmmaWait<1>();
         pinRegisters(big);
         pinRegisters(small);
-        if (kb + 2 < k_blocks) loadFirstHalf();
+        if (kb + 2 < k_blocks) loadFirstQuarters();
     }
     wgmmaWait<0>();
     pinRegisters(big);
