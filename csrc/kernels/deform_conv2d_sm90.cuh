@@ -451,6 +451,26 @@ __device__ __forceinline__ int fusedOffsetGroup(FusedParams const& f, int group,
     return (group * f.per_group + cb * kFusedBK) / f.per_offset_group;
 }
 
+// The cursor to the next reduction block, og to that block's offset group.
+__device__ __forceinline__ void fusedAdvance(FusedParams const& f, FusedCursor& at, int& og, int group) {
+    int const cb = at.cb;
+    f.advance(at);
+    if (at.cb != cb) og = fusedOffsetGroup(f, group, at.cb);
+}
+
+// A weight tile of Bytes from `next` into `stage` by 16-byte cp.async (thread tid of Threads; one group, waited at the
+// top of the next iteration), `next` then at the following tile.
+template <int Bytes, int Threads>
+__device__ __forceinline__ void fusedCopyWeight(unsigned char* stage, unsigned char const*& next, int tid) {
+#pragma unroll
+    for (int i = 0; i < Bytes / 16 / Threads; ++i) {
+        int const chunk = (i * Threads + tid) * 16;
+        cpAsync16(stage + chunk, next + chunk, true);
+    }
+    cpAsyncCommit();
+    next += Bytes;
+}
+
 // Bytes per row of the output tile: 8 elements more keep the fragment stores conflict-free.
 template <typename T>
 constexpr int kFusedOutPitch = (kFusedBN + 8) * static_cast<int>(sizeof(T));
@@ -552,22 +572,14 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
             __syncthreads();
         }
         sampler.load(input, table, f, at, work.group);
-        int const cb = at.cb;
-        f.advance(at);
-        if (at.cb != cb) og = fusedOffsetGroup(f, work.group, at.cb);
+        fusedAdvance(f, at, og, work.group);
     };
     // The block loadSamples() read last, into its stage: its weight tile by cp.async (one group: the wait at the top
     // of the next iteration), its bilinear sums into the sample tile.
     auto storeSamples = [&]() {
         unsigned char* stage = smem + store_stage * Tile::kStageBytes;
         store_stage = store_stage + 1 == kFusedStages ? 0 : store_stage + 1;
-#pragma unroll
-        for (int i = 0; i < Tile::kABytes / 16 / Tile::kThreads; ++i) {
-            int const at = (i * Tile::kThreads + tid) * 16;
-            cpAsync16(stage + at, weight_next + at, true);
-        }
-        cpAsyncCommit();
-        weight_next += Tile::kABytes;
+        fusedCopyWeight<Tile::kABytes, Tile::kThreads>(stage, weight_next, tid);
         sampler.store(stage + Tile::kABytes);
     };
 
@@ -757,13 +769,7 @@ __global__ void __launch_bounds__(FusedPairTile::kThreads, 1)
     auto storeBlock = [&]() {
         unsigned char* stage = smem + store_stage * Tile::kStageBytes;
         store_stage = store_stage + 1 == kFusedStages ? 0 : store_stage + 1;
-#pragma unroll
-        for (int i = 0; i < Tile::kABytes / 16 / Tile::kThreads; ++i) {
-            int const chunk = (i * Tile::kThreads + tid) * 16;
-            cpAsync16(stage + chunk, weight_next + chunk, true);
-        }
-        cpAsyncCommit();
-        weight_next += Tile::kABytes;
+        fusedCopyWeight<Tile::kABytes, Tile::kThreads>(stage, weight_next, tid);
         unsigned char* const hi = stage + Tile::kABytes;
         sampler.store(hi, hi + Tile::kPartBytes, put, at, 0);
         sampler.load(input, put, f, at, work.group, 2);
@@ -771,9 +777,7 @@ __global__ void __launch_bounds__(FusedPairTile::kThreads, 1)
         sampler.load(input, put, f, at, work.group, 3);
         sampler.store(hi, hi + Tile::kPartBytes, put, at, 2);
         sampler.store(hi, hi + Tile::kPartBytes, put, at, 3);
-        int const cb = at.cb;
-        f.advance(at);
-        if (at.cb != cb) og = fusedOffsetGroup(f, work.group, at.cb);
+        fusedAdvance(f, at, og, work.group);
     };
 
     float big[64], small[64];  // hi * hi; hi * lo + lo * hi (the first wgmma of each overwrites it)
@@ -937,9 +941,7 @@ __global__ void __launch_bounds__(FusedWsTile::kThreads, 1)
                 namedBarrier(1, Tile::kProducerThreads);
             }
             sampler.load(input, table, f, at, work.group);
-            int const cb = at.cb;
-            f.advance(at);
-            if (at.cb != cb) og = fusedOffsetGroup(f, work.group, at.cb);
+            fusedAdvance(f, at, og, work.group);
             unsigned char* const stage = smem + s * Tile::kStageBytes;
             mbarrierWait(empty0 + 8 * s, parity ^ 1);
             if (ptid == 0) {
