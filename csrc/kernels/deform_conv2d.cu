@@ -770,10 +770,15 @@ __device__ __forceinline__ void mma1688(float (&d)[4], uint32_t const (&a)[4], u
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1])));
 }
 
+// x rounded to TF32, to nearest with ties away from zero, as cvt.rna.tf32.f32 rounds a finite x (an infinity becomes a
+// NaN, which the products then give anyway): two integer instructions, where ptxas expands cvt.rna.tf32 into about six
+// on sm_90 (its NaN and infinity checks).
+__device__ __forceinline__ uint32_t roundTf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
+
 // x = hi + lo with hi and lo TF32 (round to nearest): hi * y keeps the top bits, lo the next ones ("3xTF32").
 __device__ __forceinline__ void splitTf32(float x, uint32_t& hi, uint32_t& lo) {
-    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(hi) : "f"(x));
-    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(lo) : "f"(x - __uint_as_float(hi)));
+    hi = roundTf32(x);
+    lo = roundTf32(x - __uint_as_float(hi));
 }
 
 // Rows [row0, row0 + ROWS) x reduction steps [k0, k0 + kBK) of a K-contiguous matrix (row length ld) into shared

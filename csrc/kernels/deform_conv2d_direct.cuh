@@ -1,25 +1,28 @@
 // DeformConv2d for small problems: the whole op in one kernel (directKernel), included by deform_conv2d.cu after its
 // sampling helpers (cornersOf). No transpose, no columns, no separate GEMM, no workspace: on a 1x64x40x40 problem
 // the column path's four kernels spent more time in the gaps between their launches than in their work
-// (bench/README.md, session 16). Every data type and every compute capability; sums in FP32 (true FP32
-// multiply-adds, no tensor cores: float32 keeps float32's accuracy).
+// (bench/README.md, session 16). Every data type and every compute capability; sums in FP32 with float32's accuracy:
+// from sm_80 on the products run on the tensor cores as 3xTF32 (mma.sync m16n8k8, DirectProducts), on Turing as true
+// FP32 multiply-adds.
 //
 // A block computes kDirectPixels output pixels of one image for kDirectOut output channels of one conv group. It walks
 // the group's reduction rows in the weight's own order (row r = c' * K + k: channel c' of the group, tap k, so the
 // weight is read as it is) in stages of kDirectRows rows: the stage's samples, bilinear in FP32 from the input in its
 // own layout (NCHW or channels-last), go to shared memory as [row][pixel], its weight rows as [output channel][row],
-// then every thread multiplies kDirectThreadPixels pixels by kDirectThreadOut output channels over its share of the
-// stage's rows (kDirectSplit threads a tile element, their sums added in shared memory at the end). Two stages in
+// then the block's warps multiply it (DirectProducts: each warp a share of the tile over a share of the stage's rows,
+// the shares' sums added in shared memory at the end). Two stages in
 // shared memory: the next stage's reads are issued into registers before the current one is multiplied and go to
 // shared memory after it, one block barrier a stage. The bilinear corners of every (tap, pixel) of the tile are
 // computed once per offset group into a table (cornersOf); stages never cross an offset group, so a conv group
 // spanning several offset groups refills the table between them. The bias is added at the end.
 //
-// What bounds it (ncu at 1x64->64x40x40 float32, bench/README.md, sessions 18 and 19): the L1/shared-memory pipe of
-// the 100 multiprocessors that hold a block (the other 32 idle): the scattered 4-byte corner reads of NCHW input
-// (about 14 sectors a warp's read, 63% of them in excess) and the multiplication's 16-byte shared loads; the top
-// stall is the products waiting for those loads. Not the latency of a stage's reads (two stages of reads in flight
-// left it as it was) and not the pixels a block takes (13-pixel tiles on 124 blocks instead of 16 on 100: the same).
+// What bounds it (ncu at 1x64->64x40x40 float32 with FFMA products, bench/README.md, sessions 18 and 19): the
+// L1/shared-memory pipe of the 100 multiprocessors that hold a block (the other 32 idle), the scattered 4-byte corner
+// reads of NCHW input (about 14 sectors a warp's read, 63% of them in excess), and the instructions a stage takes. Not
+// the latency of a stage's reads (two stages of reads in flight left it as it was) and not the pixels a block takes
+// (13-pixel tiles on 124 blocks instead of 16 on 100: the same). Session 21 cut the instructions of a stage by about a
+// quarter (tensor-core products, no division and no loop in the sampler's row walk): 20.1 to 18.2 us there
+// (bench/README.md).
 #pragma once
 
 namespace torchtrt_ext {
@@ -28,7 +31,7 @@ namespace deform_conv2d_detail {
 constexpr int kDirectPixels = 16;  // output pixels of a block (one image)
 constexpr int kDirectOut = 64;     // output channels of a block (one conv group)
 constexpr int kDirectRows = 64;    // reduction rows of a stage
-constexpr int kDirectThreadPixels = 4;  // a thread's sums: this many pixels (side by side) x
+constexpr int kDirectThreadPixels = 4;  // a thread's sums on the FFMA path (before sm_80): pixels (side by side) x
 constexpr int kDirectThreadOut = 4;     // this many output channels (kDirectOut / kDirectThreadOut apart)
 static_assert(kDirectThreadPixels == 4, "a thread's pixels of a row in one vector load");
 constexpr int kDirectTileThreads = kDirectPixels / kDirectThreadPixels * (kDirectOut / kDirectThreadOut);
@@ -89,6 +92,148 @@ __device__ __forceinline__ void loadFloats(float const* src, float (&dst)[4]) {
     dst[0] = v.x, dst[1] = v.y, dst[2] = v.z, dst[3] = v.w;
 }
 
+// Where pixel `pixel` of stage row `row` sits in a stage's samples ([row][pixel], kDirectPixels floats a row): the two
+// halves of 8 pixels swap places on rows 2 and 3 of every 4, so that a warp's tensor-core fragment reads (rows t and
+// pixels g of a k8 step: 4 rows x 8 pixels) fall in 32 different banks, where rows 0 and 2 would share theirs; groups
+// of 4 pixels stay whole for the FFMA path's vector reads.
+__host__ __device__ constexpr int samplePixel(int row, int pixel) { return pixel ^ (row & 2) * 4; }
+static_assert(kDirectPixels == 16, "samplePixel swaps halves of 8 pixels");
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+// A stage's products before sm_80 (no TF32 tensor cores): every thread multiplies kDirectThreadPixels pixels
+// 4 * tp + i by kDirectThreadOut output channels tm + kThreadOutStep * j of the tile (a warp's 8 values of tm: 8 groups
+// of banks) over the split's rows [split * kSplitRows, (split + 1) * kSplitRows) of the stage, 4 rows at a time, in
+// true FP32 multiply-adds (4x4 sums a thread: a quarter of the shared loads of 2x2 for the same multiply-adds).
+struct DirectProducts {
+    static constexpr int kSplits = kDirectSplit;
+    static constexpr int kSplitRows = kDirectRows / kDirectSplit;
+    static_assert(kSplitRows * kDirectSplit == kDirectRows && kSplitRows % 4 == 0, "whole 4-row chunks a split");
+    static constexpr int kThreadOutStep = kDirectOut / kDirectThreadOut;
+    static constexpr int kThreadSums = kDirectThreadPixels * kDirectThreadOut;
+    static_assert(kThreadSums * kDirectTileThreads == kDirectPixels * kDirectOut, "the threads' sums are the tile");
+    int split, ct, tp, tm;
+    float acc[kDirectThreadPixels][kDirectThreadOut] = {};
+
+    __device__ explicit DirectProducts(int tid)
+        : split(tid / kDirectTileThreads), ct(tid % kDirectTileThreads), tp(ct % (kDirectPixels / kDirectThreadPixels)),
+          tm(ct / (kDirectPixels / kDirectThreadPixels)) {}
+
+    // The products of the stage whose samples and weights start at `samples` and `weights`.
+    __device__ __forceinline__ void multiply(float const* samples, float const* weights) {
+        float const* s = samples + split * kSplitRows * kDirectPixels;
+        float const* w = weights + tm * kDirectWeightLd + split * kSplitRows;
+#pragma unroll
+        for (int r4 = 0; r4 < kSplitRows; r4 += 4) {
+            float a[4][kDirectThreadPixels], b[kDirectThreadOut][4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) loadFloats(s + (r4 + q) * kDirectPixels + samplePixel(q, 4 * tp), a[q]);
+#pragma unroll
+            for (int j = 0; j < kDirectThreadOut; ++j) loadFloats(w + j * kThreadOutStep * kDirectWeightLd + r4, b[j]);
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+#pragma unroll
+                for (int i = 0; i < kDirectThreadPixels; ++i)
+#pragma unroll
+                    for (int j = 0; j < kDirectThreadOut; ++j) acc[i][j] = fmaf(a[q][i], b[j][q], acc[i][j]);
+        }
+    }
+    // The sums into partial[split * tile + e], e = sum * kDirectTileThreads + thread of the split (consecutive
+    // threads: consecutive elements, so neither these stores nor the final loads share a bank).
+    __device__ __forceinline__ void store(float* partial) const {
+#pragma unroll
+        for (int i = 0; i < kDirectThreadPixels; ++i)
+#pragma unroll
+            for (int j = 0; j < kDirectThreadOut; ++j)
+                partial[(split * kThreadSums + i * kDirectThreadOut + j) * kDirectTileThreads + ct] = acc[i][j];
+    }
+    // The tile pixel pl and output channel ml of element e of a split's sums.
+    __device__ static void place(int e, int& pl, int& ml) {
+        int const owner = e % kDirectTileThreads, sum = e / kDirectTileThreads;
+        pl = kDirectThreadPixels * (owner % (kDirectPixels / kDirectThreadPixels)) + sum / kDirectThreadOut;
+        ml = owner / (kDirectPixels / kDirectThreadPixels) + kThreadOutStep * (sum % kDirectThreadOut);
+    }
+};
+#else
+// A stage's products from sm_80 on, on the tensor cores: warp (mp, ks) multiplies kWarpTilesM m16 tiles of output
+// channels from 16 * kWarpTilesM * mp by both n8 tiles of pixels over the stage's rows [ks * kRows, (ks + 1) * kRows),
+// mma.sync m16n8k8 TF32 three times a step (3xTF32: a_lo * b_hi + a_hi * b_lo + a_hi * b_hi, splits in registers, as
+// the column path's GEMM) into a stage's partial sums that are then added to the FP32 accumulators: float32 accuracy
+// (relative error against float64 of the order of 1e-7 to 1e-6) at about half the FFMA path's instructions a stage.
+struct DirectProducts {
+    static constexpr int kWarpTilesM = 2;  // each sample fragment split once for two m16 tiles
+    static constexpr int kTilesN = kDirectPixels / 8;
+    static constexpr int kSplits = kDirectThreads / 32 / (kDirectOut / 16 / kWarpTilesM);
+    static constexpr int kRows = kDirectRows / kSplits;
+    static_assert(kSplits * (kDirectOut / 16 / kWarpTilesM) * 32 == kDirectThreads && kRows * kSplits == kDirectRows &&
+                      kRows % 8 == 0,
+                  "every warp whole m16 tiles and whole k8 steps of a stage's rows");
+    int m0, ks, g, t;
+    float acc[kWarpTilesM][kTilesN][4] = {};
+
+    __device__ explicit DirectProducts(int tid)
+        : m0(16 * kWarpTilesM * (tid / 32 % (kDirectOut / 16 / kWarpTilesM))),
+          ks(tid / 32 / (kDirectOut / 16 / kWarpTilesM)), g(tid % 32 >> 2), t(tid % 4) {}
+
+    // The products of the stage whose samples and weights start at `samples` and `weights`. Fragments (PTX's
+    // m16n8k8 .tf32 layout): A (weights) rows g, g + 8 and columns t, t + 4; B (samples) rows t, t + 4 and column g. A
+    // k8 step starts on a multiple of 4 rows, so rows t and t + 4 of it have row bits t for samplePixel.
+    __device__ __forceinline__ void multiply(float const* samples, float const* weights) {
+        float const* w = weights + (m0 + g) * kDirectWeightLd + ks * kRows + t;
+        float const* s = samples + (ks * kRows + t) * kDirectPixels;
+        float part[kWarpTilesM][kTilesN][4] = {};
+#pragma unroll
+        for (int k8 = 0; k8 < kRows; k8 += 8) {
+            uint32_t bhi[kTilesN][2], blo[kTilesN][2];
+#pragma unroll
+            for (int nt = 0; nt < kTilesN; ++nt) {
+                int const pixel = samplePixel(t, 8 * nt + g);
+                splitTf32(s[k8 * kDirectPixels + pixel], bhi[nt][0], blo[nt][0]);
+                splitTf32(s[(k8 + 4) * kDirectPixels + pixel], bhi[nt][1], blo[nt][1]);
+            }
+#pragma unroll
+            for (int i = 0; i < kWarpTilesM; ++i) {
+                float const* a = w + 16 * i * kDirectWeightLd + k8;
+                uint32_t ahi[4], alo[4];
+                splitTf32(a[0], ahi[0], alo[0]);
+                splitTf32(a[8 * kDirectWeightLd], ahi[1], alo[1]);
+                splitTf32(a[4], ahi[2], alo[2]);
+                splitTf32(a[8 * kDirectWeightLd + 4], ahi[3], alo[3]);
+#pragma unroll
+                for (int nt = 0; nt < kTilesN; ++nt) {
+                    mma1688(part[i][nt], alo, bhi[nt]);
+                    mma1688(part[i][nt], ahi, blo[nt]);
+                    mma1688(part[i][nt], ahi, bhi[nt]);
+                }
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < kWarpTilesM; ++i)
+#pragma unroll
+            for (int nt = 0; nt < kTilesN; ++nt)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) acc[i][nt][r] += part[i][nt][r];
+    }
+    // The sums into partial[ks * tile + ml * kDirectPixels + pl] (C fragment: rows g, g + 8, columns 2t, 2t + 1).
+    __device__ __forceinline__ void store(float* partial) const {
+        float* const own = partial + ks * kDirectPixels * kDirectOut;
+#pragma unroll
+        for (int i = 0; i < kWarpTilesM; ++i)
+#pragma unroll
+            for (int nt = 0; nt < kTilesN; ++nt)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    *reinterpret_cast<float2*>(own + (m0 + 16 * i + g + 8 * h) * kDirectPixels + 8 * nt + 2 * t) =
+                        make_float2(acc[i][nt][2 * h], acc[i][nt][2 * h + 1]);
+                }
+    }
+    // The tile pixel pl and output channel ml of element e of a split's sums.
+    __device__ static void place(int e, int& pl, int& ml) {
+        pl = e % kDirectPixels;
+        ml = e / kDirectPixels;
+    }
+};
+#endif
+
 inline size_t directSmemBytes(int64_t taps) {
     return static_cast<size_t>(taps) * kDirectPixels * kDirectTableEntryBytes + 2 * kDirectStageFloats * sizeof(float);
 }
@@ -147,6 +292,7 @@ __global__ void __launch_bounds__(kDirectThreads)
     // consecutive rows of one output channel), or copies the 4-row chunks wq of output channels wc, wc + kCopyOutStep:
     // 32-bit offsets from per-thread bases.
     constexpr int kSampleRowStep = kDirectThreads / kDirectPixels;
+    static_assert(kSampleRowStep % 4 == 0, "a thread's sample rows share their samplePixel row bits");
     constexpr int kWeightOutStep = kDirectThreads / kDirectRows;
     static_assert(kWeightOutStep * kDirectThreadWeights == kDirectOut, "the weight reads cover the tile's channels");
     constexpr int kChunks = kDirectRows / 4, kCopyOutStep = kDirectThreads / kChunks;
@@ -170,8 +316,15 @@ __global__ void __launch_bounds__(kDirectThreads)
         T weight_v[kDirectThreadWeights];
     };
     auto const stage_weights = [&](int stage) { return weights + stage * kDirectOut * kDirectWeightLd; };
+    // The thread's first sample row of the stage starting at row `next` is c * taps + k: a full stage leaves them right
+    // for the next one, so the division runs only after a shorter stage (the end of an offset group); the steps of
+    // kSampleRowStep rows add precomputed quotient and remainder instead of a loop.
+    int const step_c = kSampleRowStep / taps, step_k = kSampleRowStep - step_c * taps;
+    int next = 0, c = srow / taps, k = srow - c * taps;
     auto const load_stage = [&](StageRegs& g, int r0, int r1, int stage) {
-        int r = r0 + srow, c = r / taps, k = r - c * taps;  // row r = c * taps + k
+        int r = r0 + srow;
+        if (r0 != next) c = r / taps, k = r - c * taps;  // the same for every thread
+        next = r0 + kDirectThreadSamples * kSampleRowStep;
 #pragma unroll
         for (int i = 0; i < kDirectThreadSamples; ++i) {
             float4 cw = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -183,10 +336,11 @@ __global__ void __launch_bounds__(kDirectThreads)
 #pragma unroll
             for (int q = 0; q < 4; ++q) {
                 g.corner_w[i][q] = w4[q];
-                g.corner_v[i][q] = at4[q] >= 0 ? sthread[base + at4[q]] : fromF32<T>(0.f);  // outside: not read
+                g.corner_v[i][q] = at4[q] >= 0 ? __ldg(sthread + (base + at4[q])) : fromF32<T>(0.f);  // outside: not read
             }
             r += kSampleRowStep;
-            for (k += kSampleRowStep; k >= taps; k -= taps) ++c;
+            c += step_c, k += step_k;
+            if (k >= taps) k -= taps, ++c;
         }
         if (copies) {
             float* const w = stage_weights(stage) + wc * kDirectWeightLd + wq;
@@ -206,7 +360,7 @@ __global__ void __launch_bounds__(kDirectThreads)
         }
     };
     auto const store_stage = [&](StageRegs const& g, int stage) {
-        float* s = samples + stage * kDirectRows * kDirectPixels + tid;
+        float* s = samples + stage * kDirectRows * kDirectPixels + srow * kDirectPixels + samplePixel(srow, sp);
 #pragma unroll
         for (int i = 0; i < kDirectThreadSamples; ++i) {
             float v = 0.f;
@@ -239,70 +393,35 @@ __global__ void __launch_bounds__(kDirectThreads)
         return true;
     };
 
-    // pixels kDirectThreadPixels * tp + i and output channels tm + kThreadOutStep * j of the tile (a warp's 8 values of
-    // tm: 8 groups of banks), of the split's rows [split * kSplitRows, (split + 1) * kSplitRows) of every stage, 4 rows
-    // at a time
-    constexpr int kSplitRows = kDirectRows / kDirectSplit;
-    static_assert(kSplitRows * kDirectSplit == kDirectRows && kSplitRows % 4 == 0, "whole 4-row chunks a split");
-    constexpr int kThreadOutStep = kDirectOut / kDirectThreadOut;
-    int const split = tid / kDirectTileThreads, ct = tid % kDirectTileThreads;
-    int const tp = ct % (kDirectPixels / kDirectThreadPixels), tm = ct / (kDirectPixels / kDirectThreadPixels);
-    float acc[kDirectThreadPixels][kDirectThreadOut] = {};
-    auto const multiply = [&](int stage) {
-        float const* s = samples + (stage * kDirectRows + split * kSplitRows) * kDirectPixels + kDirectThreadPixels * tp;
-        float const* w = stage_weights(stage) + tm * kDirectWeightLd + split * kSplitRows;
-#pragma unroll
-        for (int r4 = 0; r4 < kSplitRows; r4 += 4) {
-            float a[4][kDirectThreadPixels], b[kDirectThreadOut][4];
-#pragma unroll
-            for (int q = 0; q < 4; ++q) loadFloats(s + (r4 + q) * kDirectPixels, a[q]);
-#pragma unroll
-            for (int j = 0; j < kDirectThreadOut; ++j) loadFloats(w + j * kThreadOutStep * kDirectWeightLd + r4, b[j]);
-#pragma unroll
-            for (int q = 0; q < 4; ++q)
-#pragma unroll
-                for (int i = 0; i < kDirectThreadPixels; ++i)
-#pragma unroll
-                    for (int j = 0; j < kDirectThreadOut; ++j) acc[i][j] = fmaf(a[q][i], b[j][q], acc[i][j]);
-        }
-    };
     StageRegs g;
     fill_table(og);
     __syncthreads();
     issue(g, 0);  // rows >= 1: launchDirect runs only where the group has input channels
     store_stage(g, 0);
     __syncthreads();
+    DirectProducts products(tid);
     for (int stage = 0;; stage ^= 1) {  // shared stage `stage` holds the rows to multiply now
         bool const more = issue(g, stage ^ 1);
-        multiply(stage);
+        products.multiply(samples + stage * kDirectRows * kDirectPixels, stage_weights(stage));
         if (more) store_stage(g, stage ^ 1);
         __syncthreads();  // this stage is read; the next one is written
         if (!more) break;
     }
-    // Every split's sums go to shared memory (the stages are free now), as [split][sum i * kDirectThreadOut + j][thread
-    // of the split]; each thread adds up the splits' sums e = sum * kDirectTileThreads + owner (consecutive threads:
-    // consecutive owners, so neither the stores nor the loads share a bank) and stores the output value.
+    // Every split's sums go to shared memory (the stages are free now), each thread adds up the splits' sums of the
+    // tile elements e it owns (DirectProducts::place) and stores the output value.
     constexpr int kTile = kDirectPixels * kDirectOut;
-    static_assert(kDirectSplit * kTile <= 2 * kDirectStageFloats, "the partial sums fit the stages");
-    constexpr int kThreadSums = kDirectThreadPixels * kDirectThreadOut;
-    static_assert(kThreadSums * kDirectTileThreads == kTile, "the threads' sums are the tile");
+    static_assert(DirectProducts::kSplits * kTile <= 2 * kDirectStageFloats, "the partial sums fit the stages");
     float* const partial = samples;
-#pragma unroll
-    for (int i = 0; i < kDirectThreadPixels; ++i)
-#pragma unroll
-        for (int j = 0; j < kDirectThreadOut; ++j)
-            partial[(split * kThreadSums + i * kDirectThreadOut + j) * kDirectTileThreads + ct] = acc[i][j];
+    products.store(partial);
     __syncthreads();
     for (int e = tid; e < kTile; e += kDirectThreads) {
-        int const owner = e % kDirectTileThreads, sum = e / kDirectTileThreads;
-        int const owner_p = owner % (kDirectPixels / kDirectThreadPixels), owner_m = owner / (kDirectPixels / kDirectThreadPixels);
-        int const pl = kDirectThreadPixels * owner_p + sum / kDirectThreadOut;
-        int const ml = owner_m + kThreadOutStep * (sum % kDirectThreadOut);
+        int pl, ml;
+        DirectProducts::place(e, pl, ml);
         int const pix = p0 + pl;
         if (ml >= m_here || pix >= pixels) continue;
         float v = 0.f;
 #pragma unroll
-        for (int set = 0; set < kDirectSplit; ++set) v += partial[set * kTile + e];
+        for (int set = 0; set < DirectProducts::kSplits; ++set) v += partial[set * kTile + e];
         int const channel = group * d.per_group_out + m0 + ml;
         if (bias != nullptr) v += toF32(bias[channel]);
         out[(static_cast<int64_t>(img) * d.out_channels + channel) * pixels + pix] = fromF32<T>(v);
