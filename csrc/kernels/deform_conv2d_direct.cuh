@@ -21,8 +21,8 @@
 // reads of NCHW input (about 14 sectors a warp's read, 63% of them in excess), and the instructions a stage takes. Not
 // the latency of a stage's reads (two stages of reads in flight left it as it was) and not the pixels a block takes
 // (13-pixel tiles on 124 blocks instead of 16 on 100: the same). Session 21 cut the instructions of a stage by about a
-// quarter (tensor-core products, no division and no loop in the sampler's row walk): 20.1 to 18.2 us there
-// (bench/README.md).
+// quarter (tensor-core products, no division and no loop in the sampler's row walk) and prefetches the operands into
+// L2: 20.1 to 17.1 us there (bench/README.md).
 #pragma once
 
 namespace torchtrt_ext {
@@ -234,6 +234,14 @@ struct DirectProducts {
 };
 #endif
 
+// Block `block` of `blocks`' share of an L2 prefetch of the `bytes` bytes at p: its 128-byte lines block, block +
+// blocks, ..., one a thread.
+__device__ __forceinline__ void prefetchShareL2(void const* p, int64_t bytes, int64_t block, int64_t blocks) {
+    char const* const c = static_cast<char const*>(p);
+    for (int64_t line = block + int64_t{threadIdx.x} * blocks; line * 128 < bytes; line += int64_t{blockDim.x} * blocks)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(c + line * 128));
+}
+
 inline size_t directSmemBytes(int64_t taps) {
     return static_cast<size_t>(taps) * kDirectPixels * kDirectTableEntryBytes + 2 * kDirectStageFloats * sizeof(float);
 }
@@ -265,6 +273,19 @@ __global__ void __launch_bounds__(kDirectThreads)
                          static_cast<int64_t>(first_channel) * d.channel_stride;
     T const* const wsrc = weight + static_cast<int64_t>(group * d.per_group_out + m0) * rows;
 
+    // First the block's share of an L2 prefetch of the input, offsets, mask and weight (the grid's blocks together
+    // fetch all of them once), so that the corner reads of every stage find their lines in L2 instead of waiting for
+    // DRAM where a stage first touches a channel: after an L2 flush, 1x64->64x40x40 float32 went from 17.9 to 17.1 us,
+    // and every size of bench/deform_conv_routes.py's ladder gained 0.4-1.5 us (bench/README.md, session 21).
+    {
+        int64_t const blocks = int64_t{gridDim.x} * gridDim.y * gridDim.z;
+        int64_t const block = blockIdx.x + int64_t{gridDim.x} * (blockIdx.y + int64_t{gridDim.y} * blockIdx.z);
+        int64_t const planes = int64_t{gridDim.z} * p.offset_groups * p.taps * p.pixels;  // of the mask
+        prefetchShareL2(input, int64_t{gridDim.z} * d.image_elements * sizeof(T), block, blocks);
+        prefetchShareL2(offset, 2 * planes * sizeof(T), block, blocks);
+        if (mask != nullptr) prefetchShareL2(mask, planes * sizeof(T), block, blocks);
+        prefetchShareL2(weight, int64_t{d.out_channels} * p.per_group * p.taps * sizeof(T), block, blocks);
+    }
     auto const fill_table = [&](int og) {
         int const plane = img * static_cast<int>(p.offset_groups) + og;
         for (int e = tid; e < taps * kDirectPixels; e += kDirectThreads) {
@@ -450,15 +471,15 @@ inline bool directApplies(OpSizes const& s) {
 }
 
 // Multiply-adds (output values times reduction rows) up to which the direct kernel is the default: where it measured
-// faster than the other routes on the H200 (bench/deform_conv_routes.py, bench/README.md, sessions 17 to 19; this
-// kernel, session 19, against session 18's other routes, whose code is unchanged). NCHW float32: 59 M
-// (1x64->64x40x40) 20.1 against 25.5 us, 118 M 35.7 against 29.6; NCHW fp16/bf16: 2 M 10.6 against 14.4, 15 M 13.8
-// against 14.9 (near even; the column path's fp16 GEMM is fast), 59 M 20.1 against 16.4; channels-last float32: 2 M
-// 12.3 against 16.5, 15 M 20.1 against 17.1 (its reads of one channel at 16 pixels are 16 sectors); channels-last
-// fp16/bf16: 2 M 11.3 against 11.3, never faster.
+// faster than the other routes on the H200 (bench/deform_conv_routes.py, bench/README.md; session 21's kernel, before
+// its L2 prefetch, which took 0.4-1.5 us more off, against the other routes in the same run). NCHW float32: 59 M
+// (1x64->64x40x40) 18.2 against 26.0 us, 118 M 31.9 against 29.8; NCHW fp16/bf16: 2 M 9.6 against 14.6, 15 M 12.5
+// against 15.2, 59 M 18.1 against 16.4 (the column path's fp16 GEMM is fast); channels-last float32: 2 M 11.9 against
+// 16.9, 15 M 20.2 against 17.2 (its reads of one channel at 16 pixels are 16 sectors); channels-last fp16/bf16: 2 M
+// 10.6 against 11.4, 15 M 16.8 against 11.5: left to the other routes.
 inline int64_t directMaxMacs(OpSizes const& s) {
     if (s.channels_last) return s.elem == 4 ? int64_t{1} << 22 : 0;
-    return s.elem == 4 ? int64_t{1} << 26 : int64_t{1} << 22;
+    return s.elem == 4 ? int64_t{1} << 26 : int64_t{1} << 24;
 }
 
 // True when the direct kernel runs the op: it applies and, unless TORCHTRT_EXT_DCN_DIRECT says otherwise, the
