@@ -336,6 +336,7 @@ __global__ void __launch_bounds__(kDirectThreads)
         T corner_v[kDirectThreadSamples][4];
         T weight_v[kDirectThreadWeights];
     };
+    auto const stage_samples = [&](int stage) { return samples + stage * kDirectRows * kDirectPixels; };
     auto const stage_weights = [&](int stage) { return weights + stage * kDirectOut * kDirectWeightLd; };
     // The thread's first sample row of the stage starting at row `next` is c * taps + k: a full stage leaves them right
     // for the next one, so the division runs only after a shorter stage (the end of an offset group); the steps of
@@ -381,7 +382,7 @@ __global__ void __launch_bounds__(kDirectThreads)
         }
     };
     auto const store_stage = [&](StageRegs const& g, int stage) {
-        float* s = samples + stage * kDirectRows * kDirectPixels + srow * kDirectPixels + samplePixel(srow, sp);
+        float* s = stage_samples(stage) + srow * kDirectPixels + samplePixel(srow, sp);
 #pragma unroll
         for (int i = 0; i < kDirectThreadSamples; ++i) {
             float v = 0.f;
@@ -423,7 +424,7 @@ __global__ void __launch_bounds__(kDirectThreads)
     DirectProducts products(tid);
     for (int stage = 0;; stage ^= 1) {  // shared stage `stage` holds the rows to multiply now
         bool const more = issue(g, stage ^ 1);
-        products.multiply(samples + stage * kDirectRows * kDirectPixels, stage_weights(stage));
+        products.multiply(stage_samples(stage), stage_weights(stage));
         if (more) store_stage(g, stage ^ 1);
         __syncthreads();  // this stage is read; the next one is written
         if (!more) break;
