@@ -1,5 +1,6 @@
 // DeformConv2d as one implicit GEMM on sm_90a (Hopper's wgmma): no column buffer. Included by deform_conv2d.cu after
-// its sampling helpers (cornersOf) and cp.async wrappers; used for fp16/bf16 where fusedFits() holds.
+// its sampling helpers (cornersOf) and cp.async wrappers; used where fusedFits() holds (fp16, bf16, and float32 as
+// bf16 pairs).
 //
 // Per conv group g the op is D[oc][pixel] = sum_r A[oc][r] * B[pixel][r] with r = (tap k, channel c) in blocks of 64
 // channels of one tap (reduction blocks in FusedParams::at's order): A is the weight, B the bilinear samples. A
@@ -101,7 +102,7 @@ struct FusedParams {
     int32_t k_blocks;  // taps * cblocks
     int32_t m_tiles;   // output-channel tiles per conv group
     int32_t total;     // images * pixels
-    int32_t pixel_tiles;  // (total + kFusedBN - 1) / kFusedBN
+    int32_t pixel_tiles;  // (total + BN - 1) / BN, BN the kernel's pixels a tile (fusedBN)
 
     // The order of the reduction blocks: taps in chunks of kFusedTableTaps (one filling of the corner table), per
     // chunk every channel block, per channel block the chunk's taps. Consecutive blocks then read the same 64 channels
@@ -223,6 +224,17 @@ __device__ __forceinline__ void wgmma64x128(float (&d)[64], uint64_t a, uint64_t
         TORCHTRT_EXT_SM90A_ONLY(TORCHTRT_EXT_WGMMA_M64N128K16("bf16.bf16"));
     }
 }
+// The same for B of 16 x 64 into d[Off, Off + 32) (columns 8 * j + 2 * q (+ 1) for j < 8), bf16 operands.
+template <int Off>
+__device__ __forceinline__ void wgmma64x64Bf16(float (&d)[64], uint64_t a, uint64_t b, int accumulate) {
+    TORCHTRT_EXT_SM90A_ONLY(asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                                         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                                         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                                         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, "
+                                         "%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+                                         : TORCHTRT_EXT_ACC16(Off), TORCHTRT_EXT_ACC16(Off + 16)
+                                         : "l"(a), "l"(b), "r"(accumulate)));
+}
 #undef TORCHTRT_EXT_WGMMA_M64N128K16
 #undef TORCHTRT_EXT_ACC16
 #undef TORCHTRT_EXT_ACC4
@@ -337,26 +349,29 @@ __device__ __forceinline__ int64_t fusedOutAt(FusedParams const& f, int64_t chan
     return (static_cast<int64_t>(im) * f.out_channels + channel) * f.pixels + (gp - im * f.pixels);
 }
 
-// Tile `tile` (of pixel_tiles * m_tiles * groups, pixel tiles fastest) as (first pixel, output-channel tile, group).
+// Tile `tile` (of pixel_tiles * m_tiles * groups, pixel tiles fastest; BN pixels a tile) as (first pixel,
+// output-channel tile, group).
+template <int BN = kFusedBN>
 __device__ __forceinline__ void fusedTileOf(FusedParams const& f, int64_t tile, int& tile0, int& mt, int& group) {
     int64_t const rest = tile / f.pixel_tiles;
-    tile0 = static_cast<int>(tile - rest * f.pixel_tiles) * kFusedBN;
+    tile0 = static_cast<int>(tile - rest * f.pixel_tiles) * BN;
     mt = static_cast<int>(rest % f.m_tiles);
     group = static_cast<int>(rest / f.m_tiles);
 }
 
 // A block's work: block b takes tile b (every reduction block) while b < split.whole, else piece (b - whole) % pieces
-// of tail tile whole + (b - whole) / pieces, whose FP32 sums go to partials[piece] ([kBM][kFusedBN] each); see the top
-// of this file.
+// of tail tile whole + (b - whole) / pieces, whose FP32 sums go to partials[piece] ([kBM][BN] each); see the top
+// of this file. BN: pixels a tile.
 struct FusedWork {
     int64_t piece;  // -1 for a whole tile
     int tile0, mt, group;
     int kb_first, k_blocks;  // its reduction blocks
 };
+template <int BN = kFusedBN>
 __device__ __forceinline__ FusedWork fusedWorkOf(FusedParams const& f, FusedSplit const& split, int64_t b) {
     FusedWork w{};
     w.piece = b < split.whole ? -1 : b - split.whole;
-    fusedTileOf(f, w.piece < 0 ? b : split.whole + w.piece / split.pieces, w.tile0, w.mt, w.group);
+    fusedTileOf<BN>(f, w.piece < 0 ? b : split.whole + w.piece / split.pieces, w.tile0, w.mt, w.group);
     int const p = w.piece < 0 ? 0 : static_cast<int>(w.piece % split.pieces);
     w.kb_first = w.piece < 0 ? 0 : FusedSplit::first(p, split.pieces, f.k_blocks);
     w.k_blocks = w.piece < 0 ? f.k_blocks : FusedSplit::first(p + 1, split.pieces, f.k_blocks) - w.kb_first;
@@ -364,15 +379,15 @@ __device__ __forceinline__ FusedWork fusedWorkOf(FusedParams const& f, FusedSpli
 }
 
 // The corners of every pixel of the tile at the taps of `chunk`, for offset group og: put(e, corners) stores entry
-// e = tap in chunk * kFusedBN + pixel. Thread `first` of `threads` fills every threads-th entry.
-template <typename T, typename Put>
+// e = tap in chunk * BN + pixel (BN pixels a tile). Thread `first` of `threads` fills every threads-th entry.
+template <int BN = kFusedBN, typename T, typename Put>
 __device__ void fillCornerTable(Put const& put, T const* __restrict__ offset, T const* __restrict__ mask,
                                 SampleParams const& sp, FusedParams const& f, int tile0, int chunk, int og, int first,
                                 int threads) {
     int const first_tap = chunk * kFusedTableTaps;
-    int const entries = min(kFusedTableTaps, f.taps - first_tap) * kFusedBN;
+    int const entries = min(kFusedTableTaps, f.taps - first_tap) * BN;
     for (int e = first; e < entries; e += threads) {
-        int const k = first_tap + e / kFusedBN, gp = tile0 + e % kFusedBN;
+        int const k = first_tap + e / BN, gp = tile0 + e % BN;
         Corners<int32_t> c{{0.f, 0.f, 0.f, 0.f}, {-1, -1, -1, -1}};  // past the images: no corner inside, zeros read
         if (gp < f.total) {
             int const im = gp / f.pixels, px = gp - im * f.pixels;
@@ -471,56 +486,65 @@ __device__ __forceinline__ void fusedCopyWeight(unsigned char* stage, unsigned c
     next += Bytes;
 }
 
-// Bytes per row of the output tile: 8 elements more keep the fragment stores conflict-free.
-template <typename T>
-constexpr int kFusedOutPitch = (kFusedBN + 8) * static_cast<int>(sizeof(T));
+// Bytes per row of an output tile of BN pixels: 8 elements more keep the fragment stores conflict-free.
+template <typename T, int BN = kFusedBN>
+constexpr int kFusedOutPitch = (BN + 8) * static_cast<int>(sizeof(T));
 
-// The block's output from its accumulators (threads [0, Threads), warpgroup tid / 128 holding the m64 tile of rows
-// 64 * (tid / 128) ... of the kBM = BM output channels): for a piece of a tail tile its FP32 sums as they are
-// (fusedFixupKernel adds bias and pieces); else D[oc][pixel] + bias, rounded to T, through shared memory (free once
-// every wgmma and copy is done) into the NCHW output by 16-byte stores (8 pixels, 4 in float32): written from the
-// fragments directly,
-// a warp's store was 2 bytes a lane over 8 rows, and each pixel pair took an integer division. sync() orders the
+// The block's output from its accumulators (threads [0, Threads), warpgroup tid / 128 holding MT m64 tiles of
+// output channels, rows 64 * (MT * (tid / 128) + m) ... of the kBM = BM, each against BN pixels: acc[m * BN / 2 + i]
+// is element i of m64 tile m's fragment): for a piece of a tail tile its FP32 sums as they are (fusedFixupKernel adds
+// bias and pieces); else D[oc][pixel] + bias, rounded to T, through shared memory (free once every wgmma and copy is
+// done) into the NCHW output by 16-byte stores (8 pixels, 4 in float32): written from the fragments directly, a
+// warp's store was 2 bytes a lane over 8 rows, and each pixel pair took an integer division. sync() orders the
 // threads (a barrier of all of them).
-template <typename T, int BM, int Threads, typename Sync>
+template <typename T, int BM, int Threads, int BN = kFusedBN, int MT = 1, typename Sync>
 __device__ __forceinline__ void fusedStoreTile(float (&acc)[64], FusedWork const& work, FusedParams const& f,
                                                T const* __restrict__ bias, T* __restrict__ out,
                                                float* __restrict__ partials, unsigned char* smem, int tid, Sync sync) {
+    static_assert(MT * BN / 2 == 64, "a thread's fragments: MT tiles of m64 x BN");
     int const lane = tid & 31, wg = tid >> 7, r = lane >> 2, q = lane & 3, w = (tid >> 5) & 3;
     if (work.piece >= 0) {
-        float* const dst = partials + work.piece * (BM * kFusedBN);
+        float* const dst = partials + work.piece * (BM * BN);
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            int const row = wg * 64 + w * 16 + r + 8 * h;
+        for (int m = 0; m < MT; ++m) {
 #pragma unroll
-            for (int j = 0; j < kFusedBN / 8; ++j) {
-                *reinterpret_cast<float2*>(dst + row * kFusedBN + 8 * j + 2 * q) =
-                    make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+            for (int h = 0; h < 2; ++h) {
+                int const row = (wg * MT + m) * 64 + w * 16 + r + 8 * h;
+#pragma unroll
+                for (int j = 0; j < BN / 8; ++j) {
+                    *reinterpret_cast<float2*>(dst + row * BN + 8 * j + 2 * q) =
+                        make_float2(acc[m * BN / 2 + 4 * j + 2 * h], acc[m * BN / 2 + 4 * j + 2 * h + 1]);
+                }
             }
         }
         return;
     }
-    constexpr int kPitch = kFusedOutPitch<T>;
+    constexpr int kPitch = kFusedOutPitch<T, BN>;
     constexpr int kVec = 16 / static_cast<int>(sizeof(T));  // pixels of a 16-byte store
     sync();  // every warpgroup's last wgmma has read its stage
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        int const row = wg * 64 + w * 16 + r + 8 * h;
-        int const oc = work.mt * BM + row;
-        float const b = bias != nullptr && oc < f.per_group_out ? toF32(bias[work.group * f.per_group_out + oc]) : 0.f;
+    for (int m = 0; m < MT; ++m) {
 #pragma unroll
-        for (int j = 0; j < kFusedBN / 8; ++j) {
-            Pack<T, 2> pair;
-            pair.v[0] = fromF32<T>(acc[4 * j + 2 * h] + b);
-            pair.v[1] = fromF32<T>(acc[4 * j + 2 * h + 1] + b);
-            *reinterpret_cast<Pack<T, 2>*>(smem + row * kPitch + (8 * j + 2 * q) * static_cast<int>(sizeof(T))) = pair;
+        for (int h = 0; h < 2; ++h) {
+            int const row = (wg * MT + m) * 64 + w * 16 + r + 8 * h;
+            int const oc = work.mt * BM + row;
+            float const b =
+                bias != nullptr && oc < f.per_group_out ? toF32(bias[work.group * f.per_group_out + oc]) : 0.f;
+#pragma unroll
+            for (int j = 0; j < BN / 8; ++j) {
+                Pack<T, 2> pair;
+                pair.v[0] = fromF32<T>(acc[m * BN / 2 + 4 * j + 2 * h] + b);
+                pair.v[1] = fromF32<T>(acc[m * BN / 2 + 4 * j + 2 * h + 1] + b);
+                *reinterpret_cast<Pack<T, 2>*>(smem + row * kPitch + (8 * j + 2 * q) * static_cast<int>(sizeof(T))) =
+                    pair;
+            }
         }
     }
     sync();
     // the kVec pixels of a chunk in one image and 16-byte aligned in the output
     bool const vector_rows = f.pixels % kVec == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
-    for (int chunk = tid; chunk < BM * (kFusedBN / kVec); chunk += Threads) {
-        int const row = chunk / (kFusedBN / kVec), first = work.tile0 + (chunk % (kFusedBN / kVec)) * kVec;
+    for (int chunk = tid; chunk < BM * (BN / kVec); chunk += Threads) {
+        int const row = chunk / (BN / kVec), first = work.tile0 + (chunk % (BN / kVec)) * kVec;
         int const oc = work.mt * BM + row;
         if (oc >= f.per_group_out || first >= f.total) continue;
         int64_t const channel = work.group * f.per_group_out + oc;
@@ -632,20 +656,31 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
 // hi = bf16(x) and lo = bf16(x - hi) (x = hi + lo within 2^-18 |x|), and per k16 step three wgmma sum hi_w * hi_s
 // into one set of accumulators and hi_w * lo_s + lo_w * hi_s into another (summed into the first one's running sum,
 // the tensor cores' FP32 sums would lose the small products' bits: 1.3e-5 against float64 where two sets keep 5e-6,
-// bench/README.md session 9). Two sets of m64 x 128 sums take 128 registers a thread, so the block is 2 warpgroups
-// (128 output channels, every thread samples, in lock step as fusedKernel), a stage holds the hi and lo tiles of both
-// operands (64 KB), and the corner table keeps FP32 weights (float4) apart from the top-left offsets (int32).
+// bench/README.md session 9). Two sets of sums take 128 registers a thread, so the block is 2 warpgroups (every thread
+// samples, in lock step as fusedKernel), and the corner table keeps FP32 weights (float4) apart from the top-left
+// offsets (int32). A stage holds the hi and lo tiles of both operands. MT is the m64 tiles of output channels a
+// warpgroup multiplies:
+// - MT = 1: 128 output channels x 128 pixels (wgmma n128), 3 stages of 64 KB, for conv groups of at most 128 output
+//   channels.
+// - MT = 2: 256 output channels x 64 pixels (wgmma n64, the same sums a thread), 2 stages of 80 KB. With 128-channel
+//   tiles a conv group of 256 output channels had each pixel tile sampled twice (once per tile), and the sampling is
+//   most of the kernel's time (bench/README.md, session 20); this tile samples it once. Its stages leave room for two
+//   only, so each iteration waits for its own wgmma (after issuing the corner reads of the block after next), and
+//   the barrier at the next iteration's top frees the stage that wgmma read.
+template <int MT>
 struct FusedPairTile {
     static constexpr int kThreads = 256;
-    static constexpr int kBM = 128;
-    static constexpr int kPixelsPerWarp = kFusedBN / (kThreads / 32);
-    static constexpr int kPartBytes = kBM * kFusedBK * 2;  // a [128][64] bf16 tile: hi or lo of A or B
-    static_assert(kBM == kFusedBN, "A's and B's tiles of one size");
-    static constexpr int kABytes = 2 * kPartBytes;  // [A hi][A lo]
-    static constexpr int kStageBytes = 4 * kPartBytes;  // [A hi][A lo][B hi][B lo]
-    static constexpr int kTableEntries = kFusedTableTaps * kFusedBN;
+    static constexpr int kBM = 128 * MT;
+    static constexpr int kBN = kFusedBN / MT;
+    static constexpr int kStages = MT == 1 ? 3 : 2;
+    static constexpr int kPixelsPerWarp = kBN / (kThreads / 32);
+    static constexpr int kAPartBytes = kBM * kFusedBK * 2;  // a [kBM][64] bf16 tile: hi or lo of A
+    static constexpr int kBPartBytes = kBN * kFusedBK * 2;  // a [kBN][64] bf16 tile: hi or lo of B
+    static constexpr int kABytes = 2 * kAPartBytes;  // [A hi][A lo]
+    static constexpr int kStageBytes = kABytes + 2 * kBPartBytes;  // [A hi][A lo][B hi][B lo]
+    static constexpr int kTableEntries = kFusedTableTaps * kBN;
     static constexpr int kTableBytes = kTableEntries * (16 + 4);  // float4 weights, then int32 offsets
-    static constexpr int kSmemBytes = kFusedStages * kStageBytes + kTableBytes + 1024;  // + room to align to 1024
+    static constexpr int kSmemBytes = kStages * kStageBytes + kTableBytes + 1024;  // + room to align to 1024
 };
 
 // put for the float32 table: the corner weights and the top-left offset with its validity bits (cornerBase).
@@ -662,12 +697,14 @@ struct PairCorners {
 // A thread's share of the sample tile in float32: vector v (4 channels) of a 64-channel block at kPix pixels
 // first_pixel + 2 jj, where the 16 lanes of a pixel (lane / 16 the same) read its 256 bytes of a corner (2 lines a
 // pixel, 4 a warp read; 8 lanes of 8 channels, two 16-byte reads each, touched 8). Loaded and stored in quarters of
-// 2 pixels, two quarters in registers: a whole block's corners (128 registers) and the two accumulator sets would not
-// fit a thread's 255.
+// kPix / 4 pixels, two quarters in registers: with 128-pixel tiles a whole block's corners (128 registers) and the two
+// accumulator sets would not fit a thread's 255.
 // store() interpolates in FP32 and writes hi and lo (4 bf16 each, half a 16-byte chunk); it reads the corner weights
 // from the table again, which still holds the block's tap chunk (only the load of a block's first quarters refills it).
+template <int MT>
 struct FusedPairSampler {
-    static constexpr int kPix = FusedPairTile::kPixelsPerWarp / 2;
+    static constexpr int kBN = FusedPairTile<MT>::kBN;
+    static constexpr int kPix = FusedPairTile<MT>::kPixelsPerWarp / 2;
     static constexpr int kQuarter = kPix / 4;  // pixels of a quarter
     int v, first_pixel;
     int32_t row;
@@ -685,7 +722,7 @@ struct FusedPairSampler {
     __device__ __forceinline__ void load(float const* __restrict__ input, PairCorners const& table,
                                          FusedParams const& f, FusedCursor const& at, int group, int quarter) {
         int const c0 = group * f.per_group + at.cb * kFusedBK + v * 4;
-        int const e0 = at.k_local * kFusedBN + first_pixel;
+        int const e0 = at.k_local * kBN + first_pixel;
         int32_t const step[4] = {0, f.channels, row, row + f.channels};
 #pragma unroll
         for (int p = 0; p < kQuarter; ++p) {
@@ -704,7 +741,7 @@ struct FusedPairSampler {
     }
     __device__ __forceinline__ void store(unsigned char* samples_hi, unsigned char* samples_lo,
                                           PairCorners const& table, FusedCursor const& at, int quarter) const {
-        int const e0 = at.k_local * kFusedBN + first_pixel;
+        int const e0 = at.k_local * kBN + first_pixel;
 #pragma unroll
         for (int p = 0; p < kQuarter; ++p) {
             int const jj = quarter * kQuarter + p;
@@ -728,24 +765,49 @@ struct FusedPairSampler {
     }
 };
 
+// A k16 step of the float32 products of a warpgroup's MT m64 tiles: big += hi_w * hi_s, small += hi_w * lo_s + lo_w *
+// hi_s (a, b: descriptor low words of the warpgroup's first hi tile of the weight and of the samples' hi tile).
+template <int MT>
+__device__ __forceinline__ void pairProducts(float (&big)[64], float (&small)[64], uint32_t a, uint32_t b,
+                                             int accumulate) {
+    constexpr uint32_t kALo = FusedPairTile<MT>::kAPartBytes >> 4;  // from a hi tile to its lo tile
+    constexpr uint32_t kBLo = FusedPairTile<MT>::kBPartBytes >> 4;
+    if constexpr (MT == 1) {
+        wgmma64x128<__nv_bfloat16>(big, smemDescriptor(a), smemDescriptor(b), accumulate);
+        wgmma64x128<__nv_bfloat16>(small, smemDescriptor(a), smemDescriptor(b + kBLo), accumulate);
+        wgmma64x128<__nv_bfloat16>(small, smemDescriptor(a + kALo), smemDescriptor(b), 1);
+    } else {
+        static_assert(MT == 2, "two m64 tiles of n64: the sums of one m64 x n128 tile");
+        constexpr uint32_t kMTile = (64 * 128) >> 4;  // from one m64 tile of the weight to the next
+        wgmma64x64Bf16<0>(big, smemDescriptor(a), smemDescriptor(b), accumulate);
+        wgmma64x64Bf16<0>(small, smemDescriptor(a), smemDescriptor(b + kBLo), accumulate);
+        wgmma64x64Bf16<0>(small, smemDescriptor(a + kALo), smemDescriptor(b), 1);
+        wgmma64x64Bf16<32>(big, smemDescriptor(a + kMTile), smemDescriptor(b), accumulate);
+        wgmma64x64Bf16<32>(small, smemDescriptor(a + kMTile), smemDescriptor(b + kBLo), accumulate);
+        wgmma64x64Bf16<32>(small, smemDescriptor(a + kMTile + kALo), smemDescriptor(b), 1);
+    }
+}
+
 // The float32 kernel: see above; the pipeline is fusedKernel's, with the last two quarters of a block's corners read
 // and stored in the iteration that stores its first two (each read issued one quarter's stores ahead of its use): at
 // 4x128x100x76 123.1 us on the plugin path against 125.7 with halves (session 20, bench/README.md).
-__global__ void __launch_bounds__(FusedPairTile::kThreads, 1)
+template <int MT>
+__global__ void __launch_bounds__(FusedPairTile<MT>::kThreads, 1)
     fusedPairKernel(float const* __restrict__ input, float const* __restrict__ offset, float const* __restrict__ mask,
                     __nv_bfloat16 const* __restrict__ prep, float const* __restrict__ bias, float* __restrict__ out,
                     float* __restrict__ partials, SampleParams const sp, FusedParams const f, FusedSplit const split) {
-    using Tile = FusedPairTile;
+    using Tile = FusedPairTile<MT>;
+    constexpr int S = Tile::kStages, BN = Tile::kBN;
     extern __shared__ __align__(16) unsigned char fused_smem[];
     unsigned char* const smem =
         fused_smem + ((1024 - (static_cast<uint32_t>(__cvta_generic_to_shared(fused_smem)) & 1023)) & 1023);
     int const tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    FusedWork const work = fusedWorkOf(f, split, blockIdx.x);
+    FusedWork const work = fusedWorkOf<BN>(f, split, blockIdx.x);
     int const k_blocks = work.k_blocks;
-    FusedPairSampler sampler(f, work.tile0, warp * Tile::kPixelsPerWarp + (lane >> 4), lane);
+    FusedPairSampler<MT> sampler(f, work.tile0, warp * Tile::kPixelsPerWarp + (lane >> 4), lane);
     unsigned char const* weight_next = reinterpret_cast<unsigned char const*>(prep) +
         ((static_cast<int64_t>(work.group) * f.m_tiles + work.mt) * f.k_blocks + work.kb_first) * Tile::kABytes;
-    auto* const table_w = reinterpret_cast<float4*>(smem + kFusedStages * Tile::kStageBytes);
+    auto* const table_w = reinterpret_cast<float4*>(smem + S * Tile::kStageBytes);
     PairCorners const put{table_w, reinterpret_cast<int32_t*>(table_w + Tile::kTableEntries), f.channels,
                           f.width * f.channels};
 
@@ -759,7 +821,7 @@ __global__ void __launch_bounds__(FusedPairTile::kThreads, 1)
         if (at.chunk * f.offset_groups + og != table_of) {
             table_of = at.chunk * f.offset_groups + og;
             __syncthreads();
-            fillCornerTable(put, offset, mask, sp, f, work.tile0, at.chunk, og, tid, Tile::kThreads);
+            fillCornerTable<BN>(put, offset, mask, sp, f, work.tile0, at.chunk, og, tid, Tile::kThreads);
             __syncthreads();
         }
         sampler.load(input, put, f, at, work.group, 0);
@@ -768,61 +830,64 @@ __global__ void __launch_bounds__(FusedPairTile::kThreads, 1)
     // That block into its stage: its weight tiles by cp.async, the samples of its quarters, the last two read here.
     auto storeBlock = [&]() {
         unsigned char* stage = smem + store_stage * Tile::kStageBytes;
-        store_stage = store_stage + 1 == kFusedStages ? 0 : store_stage + 1;
+        store_stage = store_stage + 1 == S ? 0 : store_stage + 1;
         fusedCopyWeight<Tile::kABytes, Tile::kThreads>(stage, weight_next, tid);
         unsigned char* const hi = stage + Tile::kABytes;
-        sampler.store(hi, hi + Tile::kPartBytes, put, at, 0);
+        sampler.store(hi, hi + Tile::kBPartBytes, put, at, 0);
         sampler.load(input, put, f, at, work.group, 2);
-        sampler.store(hi, hi + Tile::kPartBytes, put, at, 1);
+        sampler.store(hi, hi + Tile::kBPartBytes, put, at, 1);
         sampler.load(input, put, f, at, work.group, 3);
-        sampler.store(hi, hi + Tile::kPartBytes, put, at, 2);
-        sampler.store(hi, hi + Tile::kPartBytes, put, at, 3);
+        sampler.store(hi, hi + Tile::kBPartBytes, put, at, 2);
+        sampler.store(hi, hi + Tile::kBPartBytes, put, at, 3);
         fusedAdvance(f, at, og, work.group);
     };
 
-    float big[64], small[64];  // hi * hi; hi * lo + lo * hi (the first wgmma of each overwrites it)
-    fillCornerTable(put, offset, mask, sp, f, work.tile0, at.chunk, og, tid, Tile::kThreads);
+    float big[64], small[64];  // hi * hi; hi * lo + lo * hi: MT tiles of 64 / MT (the first wgmma of each overwrites)
+    fillCornerTable<BN>(put, offset, mask, sp, f, work.tile0, at.chunk, og, tid, Tile::kThreads);
     waitPrevious();
     __syncthreads();
     loadFirstQuarters();
     storeBlock();
     if (k_blocks > 1) loadFirstQuarters();
     int const wg = warp >> 2;
-    uint32_t const a0 = smemDescriptorLow(smem + wg * 64 * 128), b0 = smemDescriptorLow(smem + Tile::kABytes);
-    constexpr uint32_t kLo = Tile::kPartBytes >> 4;  // from a hi tile's descriptor to its lo tile's
+    // the warpgroup's first m64 tile of the weight (rows 64 * MT * wg ...), the samples
+    uint32_t const a0 = smemDescriptorLow(smem + wg * MT * 64 * 128), b0 = smemDescriptorLow(smem + Tile::kABytes);
     int multiply_stage = 0;
     for (int kb = 0; kb < k_blocks; ++kb) {
         cpAsyncWait<0>();
         TORCHTRT_EXT_SM90A_ONLY(asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"));
         __syncthreads();
         uint32_t const stage_at = static_cast<uint32_t>(multiply_stage * (Tile::kStageBytes >> 4));
-        multiply_stage = multiply_stage + 1 == kFusedStages ? 0 : multiply_stage + 1;
+        multiply_stage = multiply_stage + 1 == S ? 0 : multiply_stage + 1;
         pinRegisters(big);
         pinRegisters(small);
         wgmmaFence();
 #pragma unroll
         for (int s = 0; s < kFusedBK / 16; ++s) {
-            uint32_t const a = a0 + stage_at + s * (32 >> 4), b = b0 + stage_at + s * (32 >> 4);
-            int const accumulate = kb > 0 || s > 0;
-            wgmma64x128<__nv_bfloat16>(big, smemDescriptor(a), smemDescriptor(b), accumulate);
-            wgmma64x128<__nv_bfloat16>(small, smemDescriptor(a), smemDescriptor(b + kLo), accumulate);
-            wgmma64x128<__nv_bfloat16>(small, smemDescriptor(a + kLo), smemDescriptor(b), 1);
+            pairProducts<MT>(big, small, a0 + stage_at + s * (32 >> 4), b0 + stage_at + s * (32 >> 4), kb > 0 || s > 0);
         }
         wgmmaCommit();
         if (kb + 1 < k_blocks) storeBlock();
-        wgmmaWait<1>();
+        // The wgmma that read the stage the next iteration stores into: with 3 stages that of kb - 1, then the reads
+        // of block kb + 2; with 2 stages this one, the reads issued before the wait (registers only).
+        if constexpr (S == 2) {
+            if (kb + 2 < k_blocks) loadFirstQuarters();
+        }
+        wgmmaWait<S - 2>();
         pinRegisters(big);
         pinRegisters(small);
-        if (kb + 2 < k_blocks) loadFirstQuarters();
+        if constexpr (S == 3) {
+            if (kb + 2 < k_blocks) loadFirstQuarters();
+        }
     }
     wgmmaWait<0>();
     pinRegisters(big);
     pinRegisters(small);
 #pragma unroll
     for (int i = 0; i < 64; ++i) big[i] += small[i];
-    static_assert(Tile::kBM * kFusedOutPitch<float> <= kFusedStages * Tile::kStageBytes, "the output tile must fit");
-    fusedStoreTile<float, Tile::kBM, Tile::kThreads>(big, work, f, bias, out, partials, smem, tid,
-                                                     [] { __syncthreads(); });
+    static_assert(Tile::kBM * kFusedOutPitch<float, BN> <= S * Tile::kStageBytes, "the output tile must fit");
+    fusedStoreTile<float, Tile::kBM, Tile::kThreads, BN, MT>(big, work, f, bias, out, partials, smem, tid,
+                                                             [] { __syncthreads(); });
 }
 
 // ------------------------------------------------------------------------------ the warp-specialized kernel
@@ -988,18 +1053,18 @@ __global__ void __launch_bounds__(FusedWsTile::kThreads, 1)
 }
 
 // The tail tiles' output: per element the pieces' partial sums in piece order (the same sum on every call), plus the
-// bias, rounded to T. Thread i: tail tile i / (kBM * kFusedBN), then row, then pixel (consecutive threads, consecutive
+// bias, rounded to T. Thread i: tail tile i / (BM * BN), then row, then pixel (consecutive threads, consecutive
 // pixels of a row: coalesced reads).
-template <typename T, int BM>
+template <typename T, int BM, int BN>
 __global__ void fusedFixupKernel(float const* __restrict__ partials, T const* __restrict__ bias, T* __restrict__ out,
                                  FusedParams const f, FusedSplit const split, int64_t elements) {
-    constexpr int kTile = BM * kFusedBN;
+    constexpr int kTile = BM * BN;
     for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < elements;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
         int64_t const t = i / kTile;
-        int const within = static_cast<int>(i - t * kTile), row = within / kFusedBN, px = within % kFusedBN;
+        int const within = static_cast<int>(i - t * kTile), row = within / BN, px = within % BN;
         int tile0, mt, group;
-        fusedTileOf(f, split.whole + t, tile0, mt, group);
+        fusedTileOf<BN>(f, split.whole + t, tile0, mt, group);
         int const oc = mt * BM + row;
         if (oc >= f.per_group_out || tile0 + px >= f.total) continue;
         float sum = 0.f;
@@ -1023,15 +1088,20 @@ inline RouteMode fusedMode() {
 // (fusedPairKernel).
 inline int fusedWarpgroups(OpSizes const& s) { return s.elem == 2 && s.out_channels / s.groups > 128 ? 4 : 2; }
 
-// Output channels of a tile (an m64 tile per warpgroup), and those tiles per conv group.
-inline int64_t fusedBM(OpSizes const& s) { return 64 * fusedWarpgroups(s); }
+// m64 tiles of output channels a float32 warpgroup multiplies (fusedPairKernel<MT>): 2 (256 channels x 64 pixels a
+// tile) where a conv group has more than 128 output channels, else 1 (128 x 128).
+inline int fusedPairMT(OpSizes const& s) { return s.out_channels / s.groups > 128 ? 2 : 1; }
+
+// Output channels and pixels of a tile, and those tiles per conv group.
+inline int64_t fusedBM(OpSizes const& s) { return s.elem == 4 ? 128 * fusedPairMT(s) : 64 * fusedWarpgroups(s); }
+inline int64_t fusedBN(OpSizes const& s) { return s.elem == 4 ? kFusedBN / fusedPairMT(s) : kFusedBN; }
 inline int64_t fusedMTiles(OpSizes const& s) { return (s.out_channels / s.groups + fusedBM(s) - 1) / fusedBM(s); }
 
 // Reduction blocks (64 channels of one tap) of a conv group.
 inline int64_t fusedKBlocks(OpSizes const& s) { return s.taps() * (s.channels / s.groups / kFusedBK); }
 
-// Pixel tiles (kFusedBN pixels of all images) and tiles (pixel tile, output-channel tile, conv group).
-inline int64_t fusedPixelTiles(OpSizes const& s) { return (s.n * s.pixels() + kFusedBN - 1) / kFusedBN; }
+// Pixel tiles (fusedBN pixels of all images) and tiles (pixel tile, output-channel tile, conv group).
+inline int64_t fusedPixelTiles(OpSizes const& s) { return (s.n * s.pixels() + fusedBN(s) - 1) / fusedBN(s); }
 inline int64_t fusedTiles(OpSizes const& s) { return fusedPixelTiles(s) * fusedMTiles(s) * s.groups; }
 
 inline int64_t fusedWeightBytes(OpSizes const& s) {
@@ -1046,9 +1116,10 @@ inline int64_t fusedWeightBytes(OpSizes const& s) {
 // whose kernels cut the work finer, is faster. H200, plugin path p50 us, fused (session 12) against columns:
 // 8x256x64x64 (256 blocks, 97% of 2 waves of 132) 129.8 against 180.6; 4x128x100x76 (238, 90%) 65.9 against 88.6;
 // 8x256x80x80 (400, 76% of 4 waves) 234.8 against 292.5 (202.3 since its 4-tile tail is cut, session 13); 1x64x40x40
-// (13 blocks, 10%) 27.3 against 22.5 (bench/README.md). float32 also needs conv groups of at most 128 output channels
-// (one tile: every further tile samples the pixels again): 4x128x100x76 126.6 against 169.7 us, 8x256x64x64 432.2
-// against 364.6 (session 20).
+// (13 blocks, 10%) 27.3 against 22.5 (bench/README.md). float32 also needs conv groups of one tile, at most 256
+// output channels (every further tile samples the pixels again): 4x128x100x76 126.6 against 169.7 us (session 20);
+// with 256-channel tiles (fusedPairMT) 8x256x64x64 352.0 against 366.0 and 8x256x80x80 554.6 against 586.0 (session
+// 22), where two 128-channel tiles took 432.2 against 364.6 (session 20).
 inline bool fusedFits(OpSizes const& s, Device const& dev, int64_t workspace_bytes) {
 #ifdef TORCHTRT_EXT_SM90A
     constexpr int64_t kNarrow = 0x7fffffff;
@@ -1073,15 +1144,15 @@ inline bool fusedFits(OpSizes const& s, Device const& dev, int64_t workspace_byt
 inline FusedSplit fusedSplitFor(OpSizes const& s, Device const& dev, int64_t room) {
     int64_t const tiles = fusedTiles(s);
     FusedSplit const split = fusedSplit(tiles, dev.sms, static_cast<int>(fusedKBlocks(s)));
-    int64_t const bytes = (split.blocks(tiles) - split.whole) * fusedBM(s) * kFusedBN * 4;
+    int64_t const bytes = (split.blocks(tiles) - split.whole) * fusedBM(s) * fusedBN(s) * 4;
     return bytes <= room ? split : FusedSplit{tiles, 1};
 }
 
-template <typename T, int WG>
+// The kernels below for WG warpgroups of MT m64 tiles each (MT = 2 for float32 only: fusedPairMT).
+template <typename T, int WG, int MT = 1>
 cudaError_t launchFusedAs(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& t, T* nhwc_copy,
                           FusedOperand<T>* prep, float* partials, FusedSplit const& split, Device const& dev,
                           cudaStream_t stream) {
-    using Tile = FusedTile<WG>;
     int64_t const mg = s.out_channels / s.groups, cg = s.channels / s.groups;
     FusedParams const f{static_cast<int32_t>(s.height), static_cast<int32_t>(s.width),
                         static_cast<int32_t>(s.channels), static_cast<int32_t>(s.pixels()),
@@ -1093,25 +1164,28 @@ cudaError_t launchFusedAs(OpSizes const& s, TorchtrtExtDeformConv2dTensors const
                         static_cast<int32_t>(fusedMTiles(s)), static_cast<int32_t>(s.n * s.pixels()),
                         static_cast<int32_t>(fusedPixelTiles(s))};
     // 256-channel tiles: fusedKernel; 128-channel tiles: the warp-specialized fusedWsKernel; float32: fusedPairKernel
-    static_assert(WG == 4 || (WG == 2 && FusedWsTile::kBM == Tile::kBM && FusedPairTile::kBM == Tile::kBM),
-                  "a kernel for each tile height");
     constexpr bool pairs = std::is_same_v<T, float>;
-    static_assert(!pairs || WG == 2, "float32 tiles are 128 channels");
+    static_assert(pairs ? WG == 2 && (MT == 1 || MT == 2) : MT == 1 && (WG == 2 || WG == 4), "a kernel for each tile");
+    static_assert(FusedWsTile::kBM == 128 && FusedTile<4>::kBM == 256, "fp16/bf16 tiles: 64 channels a warpgroup");
+    constexpr int kBM = pairs ? FusedPairTile<MT>::kBM : 64 * WG;
+    constexpr int kBN = pairs ? FusedPairTile<MT>::kBN : kFusedBN;
     constexpr auto kernel = [] {
-        if constexpr (pairs) return &fusedPairKernel;
+        if constexpr (pairs) return &fusedPairKernel<MT>;
         else if constexpr (WG == 4) return &fusedKernel<T, 4>;
         else return &fusedWsKernel<T>;
     }();
-    constexpr int threads = pairs ? FusedPairTile::kThreads : WG == 4 ? Tile::kThreads : FusedWsTile::kThreads;
-    constexpr int smem_bytes = pairs ? FusedPairTile::kSmemBytes : WG == 4 ? Tile::kSmemBytes : FusedWsTile::kSmemBytes;
+    constexpr int threads =
+        pairs ? FusedPairTile<MT>::kThreads : WG == 4 ? FusedTile<4>::kThreads : FusedWsTile::kThreads;
+    constexpr int smem_bytes =
+        pairs ? FusedPairTile<MT>::kSmemBytes : WG == 4 ? FusedTile<4>::kSmemBytes : FusedWsTile::kSmemBytes;
     static std::atomic<uint64_t> smem_set_on{0};
     cudaError_t status = allowDynamicSmem(kernel, smem_bytes, dev, smem_set_on);
     if (status != cudaSuccess) return status;
     // The weight reorder (after everything before it on the stream), the transpose beside it (launched with overlap:
     // it reads only the input, and finishes after the reorder), the fused kernel beside the transpose (it fills its
     // first corner table, then waits for both).
-    int64_t const prep_chunks = s.groups * int64_t{f.m_tiles} * f.k_blocks * Tile::kBM * kFusedBK / 8;
-    prepareFusedWeightKernel<T, Tile::kBM>
+    int64_t const prep_chunks = s.groups * int64_t{f.m_tiles} * f.k_blocks * kBM * kFusedBK / 8;
+    prepareFusedWeightKernel<T, kBM>
         <<<static_cast<unsigned>(std::min<int64_t>((prep_chunks + 255) / 256, int64_t{dev.sms} * 8)), 256, 0, stream>>>(
             static_cast<T const*>(t.weight), prep, f, prep_chunks);
     status = cudaGetLastError();
@@ -1129,8 +1203,8 @@ cudaError_t launchFusedAs(OpSizes const& s, TorchtrtExtDeformConv2dTensors const
                           static_cast<FusedOperand<T> const*>(prep), static_cast<T const*>(t.bias),
                           static_cast<T*>(t.output), partials, sp, f, split);
     if (status != cudaSuccess || split.whole == tiles) return status;
-    int64_t const elements = (tiles - split.whole) * Tile::kBM * kFusedBN;
-    fusedFixupKernel<T, Tile::kBM>
+    int64_t const elements = (tiles - split.whole) * kBM * kBN;
+    fusedFixupKernel<T, kBM, kBN>
         <<<static_cast<unsigned>(std::min<int64_t>((elements + 255) / 256, int64_t{dev.sms} * 8)), 256, 0, stream>>>(
             partials, static_cast<T const*>(t.bias), static_cast<T*>(t.output), f, split, elements);
     return cudaGetLastError();
@@ -1148,7 +1222,8 @@ cudaError_t launchFused(OpSizes const& s, TorchtrtExtDeformConv2dTensors const& 
     auto* const prep = reinterpret_cast<FusedOperand<T>*>(scratch);
     auto* const partials = reinterpret_cast<float*>(scratch + weight_bytes);
     if constexpr (std::is_same_v<T, float>) {
-        return launchFusedAs<T, 2>(s, t, nhwc_copy, prep, partials, split, dev, stream);
+        return fusedPairMT(s) == 2 ? launchFusedAs<T, 2, 2>(s, t, nhwc_copy, prep, partials, split, dev, stream)
+                                   : launchFusedAs<T, 2, 1>(s, t, nhwc_copy, prep, partials, split, dev, stream);
     } else {
         return fusedWarpgroups(s) == 4 ? launchFusedAs<T, 4>(s, t, nhwc_copy, prep, partials, split, dev, stream)
                                        : launchFusedAs<T, 2>(s, t, nhwc_copy, prep, partials, split, dev, stream);

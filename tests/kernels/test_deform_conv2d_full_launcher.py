@@ -84,6 +84,9 @@ CASES = {
     # a wave of whole tiles, then 1-2 tiles (conv group 2's last pixel tiles, the last ragged) cut into pieces
     "fused_split_tail": (1, 128, 192, 8, ((SMS // 2 + 1) * 128 - 48) // 8, (3, 3), (1, 1), (1, 1), (1, 1), 2, 2, 2.0,
                          True, "rand"),
+    # float32's 256-channel tiles of 64 pixels: a wave of whole tiles, then 4 (the last ragged) cut into pieces
+    "fused_wide_split_tail": (1, 64, 256, 8, ((SMS + 4) * 64 - 24) // 8, (3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 2.0,
+                              True, "rand"),
 }
 FUSED = [name for name in CASES if name.startswith("fused_")]
 DIRECT_MAX_TAPS = 12  # kDirectMaxTaps (csrc/kernels/deform_conv2d_direct.cuh): larger kernels take the other routes
@@ -561,8 +564,8 @@ def test_both_paths_on_the_fused_cases(mode: str) -> None:
 @pytest.mark.gpu
 def test_by_default_the_fused_kernel_takes_shapes_that_fill_whole_waves() -> None:
     """Unset TORCHTRT_EXT_DCN_FUSED: blocks filling two whole waves of the GPU's multiprocessors take the fused kernel;
-    6 blocks (the column path's finer kernels are faster there) take the column path; float32 takes it only for conv
-    groups of at most 128 output channels."""
+    8 blocks (the column path's finer kernels are faster there) take the column path; float32 takes it only for conv
+    groups of at most 256 output channels (one tile)."""
     if _one_route() or os.environ.get("TORCHTRT_EXT_DCN_FUSED") in ("0", "1"):
         pytest.skip("the default route: TORCHTRT_EXT_DCN_FUSED or TORCHTRT_EXT_DCN_DIRECT is set")
     _library()
@@ -578,12 +581,16 @@ def test_by_default_the_fused_kernel_takes_shapes_that_fill_whole_waves() -> Non
     # 8 blocks, too much work for the direct kernel: the column path
     few = _kernel_names(_make((1, 256, 256, 32, 32, *whole[5:])), torch.float16)
     assert any("sampleKernel" in n for n in few) and not _runs_fused(few), few
-    # float32: the fused kernel for conv groups of one 128-channel tile, the column path (split sampler) past it
+    # float32: the fused kernel for conv groups of one tile (128 channels x 128 pixels, or 256 x 64 past 128 channels),
+    # the column path (split sampler) past 256
     narrow32 = _kernel_names(_make((1, 64, 128, 2 * sms, 128, *whole[5:])), torch.float32)
-    assert any("fusedPairKernel" in n for n in narrow32), narrow32
+    assert any("fusedPairKernel<1>" in n for n in narrow32), narrow32
     assert not any("sampleSplitKernel" in n for n in narrow32), narrow32
     wide32 = _kernel_names(_make(whole), torch.float32)
-    assert any("sampleSplitKernel" in n for n in wide32) and not _runs_fused(wide32), wide32
+    assert any("fusedPairKernel<2>" in n for n in wide32), wide32
+    assert not any("sampleSplitKernel" in n for n in wide32), wide32
+    wider32 = _kernel_names(_make((1, 64, 512, 2 * sms, 64, *whole[5:])), torch.float32)
+    assert any("sampleSplitKernel" in n for n in wider32) and not _runs_fused(wider32), wider32
 
 
 # ------------------------------------------------------------------------------------- the direct kernel's route
