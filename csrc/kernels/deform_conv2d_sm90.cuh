@@ -697,8 +697,8 @@ struct PairCorners {
 // A thread's share of the sample tile in float32: vector v (4 channels) of a 64-channel block at kPix pixels
 // first_pixel + 2 jj, where the 16 lanes of a pixel (lane / 16 the same) read its 256 bytes of a corner (2 lines a
 // pixel, 4 a warp read; 8 lanes of 8 channels, two 16-byte reads each, touched 8). Loaded and stored in quarters of
-// kPix / 4 pixels, two quarters in registers: with 128-pixel tiles a whole block's corners (128 registers) and the two
-// accumulator sets would not fit a thread's 255.
+// kPix / 4 pixels, kSets quarters in registers at a time: with 128-pixel tiles two (a whole block's corners, 128
+// registers, and the two accumulator sets would not fit a thread's 255), with 64-pixel tiles all four (64 registers).
 // store() interpolates in FP32 and writes hi and lo (4 bf16 each, half a 16-byte chunk); it reads the corner weights
 // from the table again, which still holds the block's tap chunk (only the load of a block's first quarters refills it).
 template <int MT>
@@ -706,10 +706,11 @@ struct FusedPairSampler {
     static constexpr int kBN = FusedPairTile<MT>::kBN;
     static constexpr int kPix = FusedPairTile<MT>::kPixelsPerWarp / 2;
     static constexpr int kQuarter = kPix / 4;  // pixels of a quarter
+    static constexpr int kSets = MT == 1 ? 2 : 4;  // 2 quarters of 2 pixels, or all 4 of 1 pixel
     int v, first_pixel;
     int32_t row;
     int32_t image_at[kPix];
-    float4 corner[2][kQuarter][4];  // [quarter % 2][pixel of the quarter][corner]: 4 channels
+    float4 corner[kSets][kQuarter][4];  // [quarter % kSets][pixel of the quarter][corner]: 4 channels
 
     __device__ __forceinline__ FusedPairSampler(FusedParams const& f, int tile0, int first_pixel_, int lane)
         : v(lane & 15), first_pixel(first_pixel_), row(f.width * f.channels) {
@@ -732,10 +733,9 @@ struct FusedPairSampler {
             int32_t const top_left = image_at[jj] + (entry - flags) + c0;
 #pragma unroll
             for (int q = 0; q < 4; ++q) {
-                corner[quarter & 1][p][q] = make_float4(0.f, 0.f, 0.f, 0.f);  // outside: zeros (see FusedSampler)
-                if ((flags >> q & 1) != 0) {
-                    corner[quarter & 1][p][q] = __ldg(reinterpret_cast<float4 const*>(input + (top_left + step[q])));
-                }
+                float4& c = corner[quarter % kSets][p][q];
+                c = make_float4(0.f, 0.f, 0.f, 0.f);  // outside: zeros (see FusedSampler)
+                if ((flags >> q & 1) != 0) c = __ldg(reinterpret_cast<float4 const*>(input + (top_left + step[q])));
             }
         }
     }
@@ -746,7 +746,7 @@ struct FusedPairSampler {
         for (int p = 0; p < kQuarter; ++p) {
             int const jj = quarter * kQuarter + p;
             float4 const w = table.weights[e0 + 2 * jj];
-            float4 const (&c)[4] = corner[quarter & 1][p];
+            float4 const (&c)[4] = corner[quarter % kSets][p];
             float const sum[4] = {fmaf(w.w, c[3].x, fmaf(w.z, c[2].x, fmaf(w.y, c[1].x, w.x * c[0].x))),
                                   fmaf(w.w, c[3].y, fmaf(w.z, c[2].y, fmaf(w.y, c[1].y, w.x * c[0].y))),
                                   fmaf(w.w, c[3].z, fmaf(w.z, c[2].z, fmaf(w.y, c[1].z, w.x * c[0].z))),
@@ -788,9 +788,11 @@ __device__ __forceinline__ void pairProducts(float (&big)[64], float (&small)[64
     }
 }
 
-// The float32 kernel: see above; the pipeline is fusedKernel's, with the last two quarters of a block's corners read
-// and stored in the iteration that stores its first two (each read issued one quarter's stores ahead of its use): at
-// 4x128x100x76 123.1 us on the plugin path against 125.7 with halves (session 20, bench/README.md).
+// The float32 kernel: see above; the pipeline is fusedKernel's. With 128-pixel tiles the last two quarters of a
+// block's corners are read and stored in the iteration that stores its first two (each read issued one quarter's
+// stores ahead of its use): at 4x128x100x76 123.1 us on the plugin path against 125.7 with halves (session 20,
+// bench/README.md). With 64-pixel tiles all four are read an iteration ahead: at 8x256x80x80 534.2 us against 568.0
+// with two (H100, session 22).
 template <int MT>
 __global__ void __launch_bounds__(FusedPairTile<MT>::kThreads, 1)
     fusedPairKernel(float const* __restrict__ input, float const* __restrict__ offset, float const* __restrict__ mask,
@@ -824,8 +826,10 @@ __global__ void __launch_bounds__(FusedPairTile<MT>::kThreads, 1)
             fillCornerTable<BN>(put, offset, mask, sp, f, work.tile0, at.chunk, og, tid, Tile::kThreads);
             __syncthreads();
         }
-        sampler.load(input, put, f, at, work.group, 0);
-        sampler.load(input, put, f, at, work.group, 1);
+#pragma unroll
+        for (int quarter = 0; quarter < FusedPairSampler<MT>::kSets; ++quarter) {
+            sampler.load(input, put, f, at, work.group, quarter);
+        }
     };
     // That block into its stage: its weight tiles by cp.async, the samples of its quarters, the last two read here.
     auto storeBlock = [&]() {
@@ -833,12 +837,12 @@ __global__ void __launch_bounds__(FusedPairTile<MT>::kThreads, 1)
         store_stage = store_stage + 1 == S ? 0 : store_stage + 1;
         fusedCopyWeight<Tile::kABytes, Tile::kThreads>(stage, weight_next, tid);
         unsigned char* const hi = stage + Tile::kABytes;
-        sampler.store(hi, hi + Tile::kBPartBytes, put, at, 0);
-        sampler.load(input, put, f, at, work.group, 2);
-        sampler.store(hi, hi + Tile::kBPartBytes, put, at, 1);
-        sampler.load(input, put, f, at, work.group, 3);
-        sampler.store(hi, hi + Tile::kBPartBytes, put, at, 2);
-        sampler.store(hi, hi + Tile::kBPartBytes, put, at, 3);
+        constexpr int kSets = FusedPairSampler<MT>::kSets;
+#pragma unroll
+        for (int quarter = 0; quarter < 4; ++quarter) {
+            sampler.store(hi, hi + Tile::kBPartBytes, put, at, quarter);
+            if (quarter + kSets < 4) sampler.load(input, put, f, at, work.group, quarter + kSets);
+        }
         fusedAdvance(f, at, og, work.group);
     };
 
