@@ -661,7 +661,8 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
 // offsets (int32). A stage holds the hi and lo tiles of both operands. MT is the m64 tiles of output channels a
 // warpgroup multiplies:
 // - MT = 1: 128 output channels x 128 pixels (wgmma n128), 3 stages of 64 KB, for conv groups of at most 128 output
-//   channels.
+//   channels. (Tiles of 64 pixels, 2 blocks of 128 registers a thread on a multiprocessor, were slower: 133.7 against
+//   127.6 us at 4x128x100x76 on the plugin path, H100, session 22.)
 // - MT = 2: 256 output channels x 64 pixels (wgmma n64, the same sums a thread), 2 stages of 80 KB. With 128-channel
 //   tiles a conv group of 256 output channels had each pixel tile sampled twice (once per tile), and the sampling is
 //   most of the kernel's time (bench/README.md, session 20); this tile samples it once. Its stages leave room for two
@@ -1122,8 +1123,9 @@ inline int64_t fusedWeightBytes(OpSizes const& s) {
 // 8x256x80x80 (400, 76% of 4 waves) 234.8 against 292.5 (202.3 since its 4-tile tail is cut, session 13); 1x64x40x40
 // (13 blocks, 10%) 27.3 against 22.5 (bench/README.md). float32 also needs conv groups of one tile, at most 256
 // output channels (every further tile samples the pixels again): 4x128x100x76 126.6 against 169.7 us (session 20);
-// with 256-channel tiles (fusedPairMT) 8x256x64x64 352.0 against 366.0 and 8x256x80x80 554.6 against 586.0 (session
-// 22), where two 128-channel tiles took 432.2 against 364.6 (session 20).
+// with 256-channel tiles (fusedPairMT) 8x256x64x64 352.0 against 366.0 and 8x256x80x80 554.6 against 586.0 (H200),
+// 347.9 against 428.0 and 536.9 against 701.5 (H100, all four quarters ahead; session 22), where two 128-channel
+// tiles took 432.2 against 364.6 (H200, session 20).
 inline bool fusedFits(OpSizes const& s, Device const& dev, int64_t workspace_bytes) {
 #ifdef TORCHTRT_EXT_SM90A
     constexpr int64_t kNarrow = 0x7fffffff;
