@@ -766,26 +766,35 @@ struct FusedPairSampler {
     }
 };
 
-// A k16 step of the float32 products of a warpgroup's MT m64 tiles: big += hi_w * hi_s, small += hi_w * lo_s + lo_w *
-// hi_s (a, b: descriptor low words of the warpgroup's first hi tile of the weight and of the samples' hi tile).
+// A k16 step of the float32 products of one m64 tile against N pixels, into sums [Off, Off + N / 2) of each set:
+// big += hi_w * hi_s, small += hi_w * lo_s + lo_w * hi_s (a, b: descriptor low words of the hi tiles, their lo tiles
+// a_lo and b_lo further).
+template <int N, int Off>
+__device__ __forceinline__ void pairTileProducts(float (&big)[64], float (&small)[64], uint32_t a, uint32_t b,
+                                                 uint32_t a_lo, uint32_t b_lo, int accumulate) {
+    auto const product = [](float (&d)[64], uint32_t x, uint32_t y, int add) {
+        if constexpr (N == 128) {
+            wgmma64x128<__nv_bfloat16>(d, smemDescriptor(x), smemDescriptor(y), add);
+        } else {
+            static_assert(N == 64, "n128 or n64");
+            wgmma64x64Bf16<Off>(d, smemDescriptor(x), smemDescriptor(y), add);
+        }
+    };
+    product(big, a, b, accumulate);
+    product(small, a, b + b_lo, accumulate);
+    product(small, a + a_lo, b, 1);
+}
+
+// The same for a warpgroup's MT m64 tiles (a: its first one of the weight, the next one 64 rows further).
 template <int MT>
 __device__ __forceinline__ void pairProducts(float (&big)[64], float (&small)[64], uint32_t a, uint32_t b,
                                              int accumulate) {
-    constexpr uint32_t kALo = FusedPairTile<MT>::kAPartBytes >> 4;  // from a hi tile to its lo tile
-    constexpr uint32_t kBLo = FusedPairTile<MT>::kBPartBytes >> 4;
-    if constexpr (MT == 1) {
-        wgmma64x128<__nv_bfloat16>(big, smemDescriptor(a), smemDescriptor(b), accumulate);
-        wgmma64x128<__nv_bfloat16>(small, smemDescriptor(a), smemDescriptor(b + kBLo), accumulate);
-        wgmma64x128<__nv_bfloat16>(small, smemDescriptor(a + kALo), smemDescriptor(b), 1);
-    } else {
-        static_assert(MT == 2, "two m64 tiles of n64: the sums of one m64 x n128 tile");
-        constexpr uint32_t kMTile = (64 * 128) >> 4;  // from one m64 tile of the weight to the next
-        wgmma64x64Bf16<0>(big, smemDescriptor(a), smemDescriptor(b), accumulate);
-        wgmma64x64Bf16<0>(small, smemDescriptor(a), smemDescriptor(b + kBLo), accumulate);
-        wgmma64x64Bf16<0>(small, smemDescriptor(a + kALo), smemDescriptor(b), 1);
-        wgmma64x64Bf16<32>(big, smemDescriptor(a + kMTile), smemDescriptor(b), accumulate);
-        wgmma64x64Bf16<32>(small, smemDescriptor(a + kMTile), smemDescriptor(b + kBLo), accumulate);
-        wgmma64x64Bf16<32>(small, smemDescriptor(a + kMTile + kALo), smemDescriptor(b), 1);
+    using Tile = FusedPairTile<MT>;
+    constexpr uint32_t kALo = Tile::kAPartBytes >> 4, kBLo = Tile::kBPartBytes >> 4;  // from a hi tile to its lo tile
+    static_assert(MT == 1 || MT == 2, "a thread's sums: one m64 x n128 tile, or two m64 x n64");
+    pairTileProducts<Tile::kBN, 0>(big, small, a, b, kALo, kBLo, accumulate);
+    if constexpr (MT == 2) {
+        pairTileProducts<Tile::kBN, 32>(big, small, a + ((64 * 128) >> 4), b, kALo, kBLo, accumulate);
     }
 }
 
@@ -1098,8 +1107,14 @@ inline int fusedWarpgroups(OpSizes const& s) { return s.elem == 2 && s.out_chann
 inline int fusedPairMT(OpSizes const& s) { return s.out_channels / s.groups > 128 ? 2 : 1; }
 
 // Output channels and pixels of a tile, and those tiles per conv group.
-inline int64_t fusedBM(OpSizes const& s) { return s.elem == 4 ? 128 * fusedPairMT(s) : 64 * fusedWarpgroups(s); }
-inline int64_t fusedBN(OpSizes const& s) { return s.elem == 4 ? kFusedBN / fusedPairMT(s) : kFusedBN; }
+inline int64_t fusedBM(OpSizes const& s) {
+    if (s.elem == 4) return fusedPairMT(s) == 2 ? FusedPairTile<2>::kBM : FusedPairTile<1>::kBM;
+    return fusedWarpgroups(s) == 4 ? FusedTile<4>::kBM : FusedTile<2>::kBM;
+}
+inline int64_t fusedBN(OpSizes const& s) {
+    if (s.elem == 4) return fusedPairMT(s) == 2 ? FusedPairTile<2>::kBN : FusedPairTile<1>::kBN;
+    return kFusedBN;
+}
 inline int64_t fusedMTiles(OpSizes const& s) { return (s.out_channels / s.groups + fusedBM(s) - 1) / fusedBM(s); }
 
 // Reduction blocks (64 channels of one tap) of a conv group.
