@@ -30,7 +30,8 @@
 // kb + 1 runs while block kb multiplies, without a barrier of the whole block. At 4x128x100x76 fp16 the kernel went
 // from 50.6 to 48.4 us (bench/README.md, session 15). The same design for 256-channel tiles was slower (113 against 104
 // us at 8x256x64x64): its consumers hold 128 accumulators a thread, which leaves registers for 8 producer warps only,
-// and those keep fewer corner reads in flight than the 16 warps of fusedKernel.
+// and those keep fewer corner reads in flight than the 16 warps of fusedKernel. With 4 consumer warpgroups of 64
+// accumulators and 4 producer warps (640 threads, 96 registers a thread) it took 134 against 100 us (H100, session 23).
 //
 // A block runs one tile (pixel tile, output-channel tile, conv group) at a time per multiprocessor, so a shape pays for
 // whole waves of tiles. Where the last wave would hold at most half a wave of tiles, those tiles are cut into pieces of
@@ -445,7 +446,8 @@ struct FusedSampler {
 #pragma unroll
             for (int q = 0; q < 4; ++q) {
                 // a corner outside the image is zeros, not the image times weight 0 (inf * 0 = NaN): a predicated
-                // load, no branch around it
+                // load, no branch around it (a zero-bordered copy of the input, every read unconditional, cost more in
+                // its copy than it saved: session 23)
                 corner[jj][q] = uint4{0, 0, 0, 0};
                 if ((flags >> q & 1) != 0) corner[jj][q] = __ldg(reinterpret_cast<uint4 const*>(input + (top_left + step[q])));
             }
@@ -612,7 +614,9 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
     // The pipeline (3 stages): iteration kb multiplies block kb, stores block kb + 1 (its weight tile and the samples
     // of the corners read by the iteration before) and loads the corners of block kb + 2 into registers. Block kb + 1
     // goes into the stage of kb - 2, whose wgmma every warpgroup waited for (wait_group 1 at the end of iteration
-    // kb - 1) before the barrier of iteration kb; the wgmma of kb - 1 may still be reading its own stage.
+    // kb - 1) before the barrier of iteration kb; the wgmma of kb - 1 may still be reading its own stage. The fence
+    // ptxas puts before the wgmma (WARPGROUP.ARRIVE) waits for those reads, yet reading each block after the wgmma
+    // of the one before, none in flight there, was 9% slower (session 23, bench/README.md).
     static_assert(kFusedStages == 3, "the loop below keeps 3 stages: kb multiplied, kb + 1 stored, kb - 1 reading");
     // The first table reads only offsets and mask, written before the kernels this one may overlap (launchFused): it
     // is filled while they finish, and the channels-last input and the reordered weight are read after they have.
