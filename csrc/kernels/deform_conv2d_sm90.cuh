@@ -1192,7 +1192,7 @@ cudaError_t launchFusedAs(OpSizes const& s, TorchtrtExtDeformConv2dTensors const
     constexpr bool pairs = std::is_same_v<T, float>;
     static_assert(pairs ? WG == 2 && (MT == 1 || MT == 2) : MT == 1 && (WG == 2 || WG == 4), "a kernel for each tile");
     static_assert(FusedWsTile::kBM == 128 && FusedTile<4>::kBM == 256, "fp16/bf16 tiles: 64 channels a warpgroup");
-    constexpr int kBM = pairs ? FusedPairTile<MT>::kBM : 64 * WG;
+    constexpr int kBM = pairs ? FusedPairTile<MT>::kBM : FusedTile<WG>::kBM;
     constexpr int kBN = pairs ? FusedPairTile<MT>::kBN : kFusedBN;
     constexpr auto kernel = [] {
         if constexpr (pairs) return &fusedPairKernel<MT>;
