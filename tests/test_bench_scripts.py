@@ -45,3 +45,25 @@ def test_kernels_verdict_judges_compile_on_the_interval(bench_path: Path) -> Non
     assert target_verdict(row("det_head_nchw", (-0.03, 0.03)), 1.0, compiled=True) == "MISS: not faster than compile"
     assert target_verdict(row("det_head_nchw", (-9.0, -8.0)), 1.0, compiled=True) == "ok"
     assert target_verdict(row("det_head_nchw", (-9.0, -8.0)), 1.2, compiled=True) == "MISS: kernel > 1.10×copy"
+
+
+def test_deform_conv_verdicts_judge_both_plugin_inputs_and_the_eager_op(bench_path: Path) -> None:
+    from deform_conv import _verdicts
+
+    def timed(us: float, err: float = 1e-6) -> dict[str, float]:
+        return {"p50_us": us, "p95_us": us, "rel_err": err}
+
+    row = {"case": "resnet_stage", "dtype": "fp16", "plugin": timed(125.0), "plugin_cl": timed(100.0),
+           "eager": timed(127.0), "best_conv": {"p50_us": 80.0}}
+    verdicts = _verdicts(row)
+    assert "plugin/best conv 1.56 <= 1.3: NOT MET (stretch 1.1: not met)" in verdicts
+    assert "plugin_cl/best conv 1.25 <= 1.3: met (stretch 1.1: not met)" in verdicts
+    assert "eager/best conv 1.59 <= 1.3: NOT MET (stretch 1.1: not met)" in verdicts
+    # session 9's times were taken on NCHW inputs: only the NCHW plugin path and the eager op are held to them
+    assert [v.split()[0] for v in verdicts if "session 9" in v] == ["plugin", "eager"]
+    small = {"case": "small", "dtype": "fp32", "plugin": timed(20.0, 2e-5), "plugin_cl": timed(17.0),
+             "eager": timed(23.0), "best_conv": {"p50_us": 14.0}}
+    verdicts = _verdicts(small)
+    assert "plugin/best conv 1.43 <= 1.5: met" in verdicts and "plugin_cl/best conv 1.21 <= 1.5: met" in verdicts
+    assert "eager/best conv 1.64 <= 1.5: NOT MET" in verdicts
+    assert "plugin err 2.0e-05 <= 1e-05: NOT MET" in verdicts and "plugin_cl err 1.0e-06 <= 1e-05: met" in verdicts
