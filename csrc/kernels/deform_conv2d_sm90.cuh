@@ -32,6 +32,10 @@
 // us at 8x256x64x64): its consumers hold 128 accumulators a thread, which leaves registers for 8 producer warps only,
 // and those keep fewer corner reads in flight than the 16 warps of fusedKernel. With 4 consumer warpgroups of 64
 // accumulators and 4 producer warps (640 threads, 96 registers a thread) it took 134 against 100 us (H100, session 23).
+// The op transposed (pixels as M: 2 warpgroups of 64 pixels by all 256 channels, wgmma m64n256k16, 128 sums a
+// thread) moves fewer bytes through shared memory and L1, yet with 8 warps it hides less latency: 108 against 105 us
+// with the sample tile in shared memory, 111.6 against 103.7 with the samples as register A fragments (double-buffered,
+// no wgmma serialization; session 14's version serialized) and the weight by bulk copies (H100, session 24).
 //
 // A block runs one tile (pixel tile, output-channel tile, conv group) at a time per multiprocessor, so a shape pays for
 // whole waves of tiles. Where the last wave would hold at most half a wave of tiles, those tiles are cut into pieces of
@@ -476,7 +480,8 @@ __device__ __forceinline__ void fusedAdvance(FusedParams const& f, FusedCursor& 
 }
 
 // A weight tile of Bytes from `next` into `stage` by 16-byte cp.async (thread tid of Threads; one group, waited at the
-// top of the next iteration), `next` then at the following tile.
+// top of the next iteration), `next` then at the following tile. One bulk copy a tile on an mbarrier instead (no
+// thread's cp.async through L1) took the same time in fp16 and 3% more in fusedPairKernel<1> (H100, session 24).
 template <int Bytes, int Threads>
 __device__ __forceinline__ void fusedCopyWeight(unsigned char* stage, unsigned char const*& next, int tid) {
 #pragma unroll
