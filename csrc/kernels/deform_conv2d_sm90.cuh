@@ -385,8 +385,8 @@ __device__ __forceinline__ FusedWork fusedWorkOf(FusedParams const& f, FusedSpli
 
 // The corners of every pixel of the tile at the taps of `chunk`, for offset group og: put(e, corners) stores entry
 // e = tap in chunk * BN + pixel (BN pixels a tile). Thread `first` of `threads` fills every threads-th entry. (Reading
-// all of a thread's offsets before computing any entry took the same time in fp16 and was 3% faster in
-// fusedPairKernel<1> but 2% slower in fusedPairKernel<2>: session 24, bench/README.md.)
+// all of a thread's offsets before computing any entry took the same time in fusedKernel, 1.5% more in
+// fusedWsKernel and 2% more in fusedPairKernel<2>, 3% less in fusedPairKernel<1>: session 24, bench/README.md.)
 template <int BN = kFusedBN, typename T, typename Put>
 __device__ void fillCornerTable(Put const& put, T const* __restrict__ offset, T const* __restrict__ mask,
                                 SampleParams const& sp, FusedParams const& f, int tile0, int chunk, int og, int first,
