@@ -10,7 +10,9 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
-@pytest.mark.parametrize("script", ["kernels.py", "deform_conv.py", "deform_conv_routes.py", "detector.py", "overhead.py"])
+@pytest.mark.parametrize(
+    "script", ["kernels.py", "deform_conv.py", "deform_conv_routes.py", "deform_conv_waves.py", "detector.py", "overhead.py"]
+)
 def test_help(script: str) -> None:
     done = subprocess.run([sys.executable, str(BENCH / script), "--help"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -67,3 +69,12 @@ def test_deform_conv_verdicts_judge_both_plugin_inputs_and_the_eager_op(bench_pa
     assert "plugin/best conv 1.43 <= 1.5: met" in verdicts and "plugin_cl/best conv 1.21 <= 1.5: met" in verdicts
     assert "eager/best conv 1.64 <= 1.5: NOT MET" in verdicts
     assert "plugin err 2.0e-05 <= 1e-05: NOT MET" in verdicts and "plugin_cl err 1.0e-06 <= 1e-05: met" in verdicts
+
+
+def test_deform_conv_waves_fit_recovers_a_line(bench_path: Path) -> None:
+    from deform_conv_waves import fit
+
+    slope, intercept = fit([9.0, 18.0, 36.0, 72.0], [7.5 + 1.25 * x for x in (9.0, 18.0, 36.0, 72.0)])
+    assert abs(slope - 1.25) < 1e-12 and abs(intercept - 7.5) < 1e-12
+    slope, intercept = fit([1.0, 2.0, 3.0], [1.0, 3.0, 2.0])  # least squares, not the end points
+    assert abs(slope - 0.5) < 1e-12 and abs(intercept - 1.0) < 1e-12

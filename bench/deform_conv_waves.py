@@ -1,0 +1,62 @@
+"""Where a fused DeformConv2d tile's time goes: the fused kernel's device time against its reduction length at exact waves.
+
+    python bench/deform_conv_waves.py [--waves 1,2,3] [--channels 64,128,256,512] [--calls 30]
+
+fp16, channels-last input (no transpose), 256 output channels, 3x3, the offsets and mask of ``deform_conv.case_inputs``;
+the images are N x 64 x 66 pixels, so that N = 4 * waves makes the 128-pixel tiles fill exactly `waves` waves of an
+H100/H200's 132 multiprocessors, and the input channels set the reduction blocks a tile takes (9 per 64 channels).
+Prints the mean device µs per call (torch.profiler) of the kernels whose name holds "fused" plus the weight reorder,
+and per wave count the least-squares slope (µs per reduction block) and intercept (µs a call pays besides its blocks).
+"""
+from __future__ import annotations
+
+import argparse
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from torchtrt_ext.ops._deform_conv2d_launcher import deform_conv2d_full
+from deform_conv import case_inputs  # bench/ on sys.path when run from bench/
+
+
+def fused_us(n: int, cin: int, calls: int) -> float:
+    """Mean device µs per call of the fused kernel and the weight reorder at N x cin -> 256 x 64 x 66, fp16."""
+    x, off, msk, wt, b = case_inputs(n, cin, 256, 64, 66, torch.float16)
+    x = x.contiguous(memory_format=torch.channels_last)
+    one = (1, 1)
+    for _ in range(5):
+        deform_conv2d_full(x, off, wt, b, msk, one, one, one, 1, 1)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            deform_conv2d_full(x, off, wt, b, msk, one, one, one, 1, 1)
+        torch.cuda.synchronize()
+    names = ("fused", "prepareFused")
+    return sum(e.device_time_total for e in prof.key_averages() if any(k in e.key for k in names)) / calls
+
+
+def fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least-squares slope and intercept of ys against xs."""
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return slope, my - slope * mx
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--waves", default="1,2,3")
+    parser.add_argument("--channels", default="64,128,256,512", help="input channels (multiples of 64)")
+    parser.add_argument("--calls", type=int, default=30)
+    args = parser.parse_args()
+    channels = [int(c) for c in args.channels.split(",")]
+    print(f"# {torch.cuda.get_device_name(0)}, {torch.cuda.get_device_properties(0).multi_processor_count} SMs")
+    print("| waves | " + " | ".join(f"{9 * c // 64} blocks" for c in channels) + " | µs a block | intercept µs |")
+    print("|---" * (len(channels) + 3) + "|")
+    for waves in (int(w) for w in args.waves.split(",")):
+        us = [fused_us(4 * waves, c, args.calls) for c in channels]
+        slope, intercept = fit([9 * c / 64 for c in channels], us)
+        print(f"| {waves} | " + " | ".join(f"{u:.1f}" for u in us) + f" | {slope:.3f} | {intercept:.1f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
