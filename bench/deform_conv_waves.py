@@ -5,7 +5,7 @@
 fp16, channels-last input (no transpose), 256 output channels, 3x3, the offsets and mask of ``deform_conv.case_inputs``;
 the images are N x 64 x 66 pixels, so that N = 4 * waves makes the 128-pixel tiles fill exactly `waves` waves of an
 H100/H200's 132 multiprocessors, and the input channels set the reduction blocks a tile takes (9 per 64 channels).
-Prints the mean device µs per call (torch.profiler) of the kernels whose name holds "fused" plus the weight reorder,
+Prints the mean device µs per call (torch.profiler, deform_conv._kernel_times) of the kernels whose name holds "fused" plus the weight reorder,
 and per wave count the least-squares slope (µs per reduction block) and intercept (µs a call pays besides its blocks).
 """
 from __future__ import annotations
@@ -13,10 +13,9 @@ from __future__ import annotations
 import argparse
 
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 from torchtrt_ext.ops._deform_conv2d_launcher import deform_conv2d_full
-from deform_conv import case_inputs  # bench/ on sys.path when run from bench/
+from deform_conv import _kernel_times, case_inputs  # bench/ on sys.path when run from bench/
 
 
 def fused_us(n: int, cin: int, calls: int) -> float:
@@ -24,15 +23,14 @@ def fused_us(n: int, cin: int, calls: int) -> float:
     x, off, msk, wt, b = case_inputs(n, cin, 256, 64, 66, torch.float16)
     x = x.contiguous(memory_format=torch.channels_last)
     one = (1, 1)
-    for _ in range(5):
+
+    def call() -> None:
         deform_conv2d_full(x, off, wt, b, msk, one, one, one, 1, 1)
+
+    for _ in range(5):
+        call()
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            deform_conv2d_full(x, off, wt, b, msk, one, one, one, 1, 1)
-        torch.cuda.synchronize()
-    names = ("fused", "prepareFused")
-    return sum(e.device_time_total for e in prof.key_averages() if any(k in e.key for k in names)) / calls
+    return sum(us for name, us in _kernel_times(call, calls).items() if "fused" in name or "prepareFused" in name)
 
 
 def fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
@@ -49,12 +47,13 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=30)
     args = parser.parse_args()
     channels = [int(c) for c in args.channels.split(",")]
+    blocks = [9 * c // 64 for c in channels]  # reduction blocks a tile: 9 taps of each 64 channels
     print(f"# {torch.cuda.get_device_name(0)}, {torch.cuda.get_device_properties(0).multi_processor_count} SMs")
-    print("| waves | " + " | ".join(f"{9 * c // 64} blocks" for c in channels) + " | µs a block | intercept µs |")
+    print("| waves | " + " | ".join(f"{k} blocks" for k in blocks) + " | µs a block | intercept µs |")
     print("|---" * (len(channels) + 3) + "|")
     for waves in (int(w) for w in args.waves.split(",")):
         us = [fused_us(4 * waves, c, args.calls) for c in channels]
-        slope, intercept = fit([9 * c / 64 for c in channels], us)
+        slope, intercept = fit([float(k) for k in blocks], us)
         print(f"| {waves} | " + " | ".join(f"{u:.1f}" for u in us) + f" | {slope:.3f} | {intercept:.1f} |", flush=True)
 
 
