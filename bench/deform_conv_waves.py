@@ -5,8 +5,9 @@
 fp16, channels-last input (no transpose), 256 output channels, 3x3, the offsets and mask of ``deform_conv.case_inputs``;
 the images are N x 64 x 66 pixels, so that N = 4 * waves makes the 128-pixel tiles fill exactly `waves` waves of an
 H100/H200's 132 multiprocessors, and the input channels set the reduction blocks a tile takes (9 per 64 channels).
-Prints the mean device µs per call (torch.profiler, deform_conv._kernel_times) of the kernels whose name holds "fused" plus the weight reorder,
-and per wave count the least-squares slope (µs per reduction block) and intercept (µs a call pays besides its blocks).
+Prints the mean device µs per call (torch.profiler, deform_conv._kernel_times) of the kernels whose name holds "fused"
+plus the weight reorder, and per wave count the least-squares slope (µs per reduction block) and intercept (µs a call
+pays besides its blocks).
 """
 from __future__ import annotations
 
