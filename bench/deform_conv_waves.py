@@ -1,4 +1,4 @@
-"""Where a fused DeformConv2d tile's time goes: the fused kernel's device time against its reduction length at exact waves.
+"""Where a fused DeformConv2d tile's time goes: the fused kernel's time against its reduction length at exact waves.
 
     python bench/deform_conv_waves.py [--waves 1,2,3] [--channels 64,128,256,512] [--calls 30]
 

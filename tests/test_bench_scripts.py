@@ -10,9 +10,10 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
-@pytest.mark.parametrize(
-    "script", ["kernels.py", "deform_conv.py", "deform_conv_routes.py", "deform_conv_waves.py", "detector.py", "overhead.py"]
-)
+SCRIPTS = ["kernels.py", "deform_conv.py", "deform_conv_routes.py", "deform_conv_waves.py", "detector.py", "overhead.py"]
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
 def test_help(script: str) -> None:
     done = subprocess.run([sys.executable, str(BENCH / script), "--help"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
