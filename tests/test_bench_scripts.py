@@ -10,7 +10,8 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
-SCRIPTS = ["kernels.py", "deform_conv.py", "deform_conv_routes.py", "deform_conv_waves.py", "detector.py", "overhead.py"]
+SCRIPTS = ["kernels.py", "deform_conv.py", "deform_conv_routes.py", "deform_conv_waves.py", "detector.py",
+           "overhead.py"]
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
