@@ -26,6 +26,9 @@ Environment variables:
                             checkout, TensorRT_ROOT/include, system folders, .deps/TensorRT/include, pip's tensorrt)
   TORCHTRT_EXT_NVCC         the nvcc to use (else: $CUDA_HOME/bin/nvcc, then PATH)
   TORCHTRT_EXT_SKIP_NATIVE  set to 1 to skip both libraries
+  TORCHTRT_EXT_DCN_TRACE    set to 1 for a diagnostic build whose fused DeformConv2d kernel stamps each block's phases
+                            (csrc/kernels/deform_conv2d_trace.cuh, read by bench/deform_conv_trace.py); never for
+                            a wheel (scripts/build_wheel.py drops it)
 
 Rebuild in place after editing csrc/: ``python setup.py build_ext --inplace``.
 """
@@ -130,6 +133,11 @@ def arch_defines() -> list[str]:
     return ["-DTORCHTRT_EXT_SM90A"] if "90a" in sm_codes() else []
 
 
+def dcn_trace() -> bool:
+    """Whether TORCHTRT_EXT_DCN_TRACE=1 asks for the diagnostic build (the fused DeformConv2d kernel's stamps)."""
+    return os.environ.get("TORCHTRT_EXT_DCN_TRACE") == "1"
+
+
 def _run(cmd: list[str]) -> None:
     _log(" ".join(cmd))
     subprocess.run(cmd, check=True)
@@ -197,12 +205,14 @@ class BuildNative(build_ext):
             self._build_libraries(nvcc, kernels, Path(tmp), out_dir)
         archs = cuda_archs()
         info = {"cuda_version": f"{cuda[0]}.{cuda[1]}", "sm": sm_codes(), "ptx": archs[-1]}
+        if dcn_trace():
+            info["dcn_trace"] = True
         (out_dir / BUILD_INFO).write_text(json.dumps(info, indent=1) + "\n")
         _log(f"{out_dir / BUILD_INFO}: {info}")
 
     @staticmethod
     def _build_libraries(nvcc: str, kernels: list[Path], obj_dir: Path, out_dir: Path) -> None:
-        kernel_objects = _nvcc_objects(nvcc, kernels, obj_dir, [])
+        kernel_objects = _nvcc_objects(nvcc, kernels, obj_dir, ["-DTORCHTRT_EXT_DCN_TRACE"] if dcn_trace() else [])
         _nvcc_link(nvcc, kernel_objects, out_dir / "libtorchtrt_ext_kernels.so", [])
         include, looked = find_trt_include()
         if include is None:

@@ -110,6 +110,7 @@ def build(cuda_major: int, out: Path) -> Path:
                "TORCHTRT_EXT_CUDA_MAJOR": str(cuda_major),
                "TORCHTRT_EXT_CUDA_ARCHS": os.environ.get("TORCHTRT_EXT_CUDA_ARCHS", setup.DEFAULT_ARCHS)}
         env.pop("TORCHTRT_EXT_SKIP_NATIVE", None)
+        env.pop("TORCHTRT_EXT_DCN_TRACE", None)  # a diagnostic build (setup.py) is never a wheel
         subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                         "--disable-pip-version-check", "-w", str(out), str(stage)], check=True, env=env)
     return max(out.glob(f"{wheel_name(cuda_major).replace('-', '_')}-*.whl"), key=lambda w: w.stat().st_mtime)

@@ -19,6 +19,7 @@ STAMP="$VENV/.torchtrt_ext_setup_stamp"
 setup_inputs() {
   echo "root=$PWD torch=${TORCH_SPEC:-} extras=${EXTRAS:-} archs=${TORCHTRT_EXT_CUDA_ARCHS:-}" \
     "major=${TORCHTRT_EXT_CUDA_MAJOR:-} nvcc=${TORCHTRT_EXT_NVCC:-} skip=${TORCHTRT_EXT_SKIP_NATIVE:-}" \
+    "dcn_trace=${TORCHTRT_EXT_DCN_TRACE:-}" \
     "trt=${TORCHTRT_EXT_TRT_INCLUDE:-}:${TensorRT_ROOT:-} nvcc_found=$(command -v nvcc || true)" \
     "$("$VENV/bin/python" --version 2>&1)"
   { find pyproject.toml setup.py csrc ../shared/third_party/tensorrt/include/NvInferVersion.h torchtrt_ext/lib \

@@ -1219,4 +1219,18 @@ TORCHTRT_EXT_API int64_t torchtrt_ext_deform_conv2d_workspace_size(TorchtrtExtDe
     return s.fixedBytes() + columnsBytes(s);
 }
 
+#ifdef TORCHTRT_EXT_DCN_TRACE
+TORCHTRT_EXT_API int32_t torchtrt_ext_deform_conv2d_trace(void* host, int64_t bytes) {
+    using namespace torchtrt_ext::deform_conv2d_detail;
+    if (bytes < 0 || static_cast<uint64_t>(bytes) > sizeof(traceRows) || (host == nullptr && bytes != 0)) {
+        return static_cast<int32_t>(cudaErrorInvalidValue);
+    }
+    cudaError_t status = bytes == 0 ? cudaSuccess : cudaMemcpyFromSymbol(host, traceRows, static_cast<size_t>(bytes));
+    void* rows = nullptr;
+    if (status == cudaSuccess) status = cudaGetSymbolAddress(&rows, traceRows);
+    if (status == cudaSuccess) status = cudaMemset(rows, 0, sizeof(traceRows));
+    return static_cast<int32_t>(status);
+}
+#endif
+
 }  // extern "C"

@@ -91,6 +91,13 @@ TORCHTRT_EXT_API int32_t torchtrt_ext_deform_conv2d(TorchtrtExtDeformConv2dDesc 
 // descriptor the launcher would reject or a byte count that overflows. Host only.
 TORCHTRT_EXT_API int64_t torchtrt_ext_deform_conv2d_workspace_size(TorchtrtExtDeformConv2dDesc const* desc);
 
+#ifdef TORCHTRT_EXT_DCN_TRACE
+// Only in a diagnostic build (setup.py: TORCHTRT_EXT_DCN_TRACE=1; kernels/deform_conv2d_trace.cuh): copies the first
+// `bytes` of the fused kernel's trace rows (4096 rows of 16 uint64 slots, one per block of the launches since the last
+// call) to `host`, then zeroes them all; bytes = 0 only zeroes. Synchronous. Returns a cudaError_t as int32_t.
+TORCHTRT_EXT_API int32_t torchtrt_ext_deform_conv2d_trace(void* host, int64_t bytes);
+#endif
+
 #ifdef __cplusplus
 }
 #endif

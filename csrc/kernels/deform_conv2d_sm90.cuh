@@ -58,6 +58,8 @@
 // pixel (chunks 0..7 of one row) store without bank conflicts where their loads are one line.
 #pragma once
 
+#include "kernels/deform_conv2d_trace.cuh"
+
 namespace torchtrt_ext {
 namespace deform_conv2d_detail {
 
@@ -579,6 +581,8 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
     // 128-byte swizzled tiles repeat every 1024 bytes: their base must be 1024-byte aligned (kSmemBytes has the room)
     unsigned char* const smem =
         fused_smem + ((1024 - (static_cast<uint32_t>(__cvta_generic_to_shared(fused_smem)) & 1023)) & 1023);
+    DCN_TRACE(kTraceStartNs, traceNs());
+    DCN_TRACE(kTraceStart, clock64());
     int const tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     FusedWork const work = fusedWorkOf(f, split, blockIdx.x);
     int const k_blocks = work.k_blocks;
@@ -630,8 +634,10 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
     // The first table reads only offsets and mask, written before the kernels this one may overlap (launchFused): it
     // is filled while they finish, and the channels-last input and the reordered weight are read after they have.
     fillCornerTable(put, offset, mask, sp, f, work.tile0, at.chunk, og, tid, Tile::kThreads);
+    DCN_TRACE(kTraceTableFilled, clock64());
     waitPrevious();
     __syncthreads();
+    DCN_TRACE(kTraceWaited, clock64());
     loadSamples();  // block 0 (k_blocks >= 1)
     storeSamples();
     if (k_blocks > 1) loadSamples();
@@ -639,7 +645,9 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
     // descriptor low words of stage 0: the warpgroup's 64 rows of the weight tile, the samples
     uint32_t const a0 = smemDescriptorLow(smem + wg * 64 * 128), b0 = smemDescriptorLow(smem + Tile::kABytes);
     int multiply_stage = 0;  // kb % kFusedStages
+    DCN_TRACE(kTraceLoopStart, clock64());
     for (int kb = 0; kb < k_blocks; ++kb) {
+        if (kb == k_blocks / 2) DCN_TRACE(kTraceMiddle, clock64());
         cpAsyncWait<0>();  // this thread's weight copies of block kb have landed
         TORCHTRT_EXT_SM90A_ONLY(asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"));  // visible to wgmma
         __syncthreads();
@@ -653,6 +661,7 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
                            smemDescriptor(b0 + stage_at + s * (32 >> 4)), kb > 0 || s > 0);
         }
         wgmmaCommit();
+        if (kb == 0) DCN_TRACE(kTraceFirstIssued, clock64());
         if (kb + 1 < k_blocks) storeSamples();
         wgmmaWait<1>();
         pinRegisters(acc);
@@ -660,8 +669,10 @@ __global__ void __launch_bounds__(FusedTile<WG>::kThreads, 1)
     }
     wgmmaWait<0>();
     pinRegisters(acc);
+    DCN_TRACE(kTraceLoopEnd, clock64());
     static_assert(Tile::kBM * kFusedOutPitch<T> <= kFusedStages * Tile::kStageBytes, "the output tile must fit");
     fusedStoreTile<T, Tile::kBM, Tile::kThreads>(acc, work, f, bias, out, partials, smem, tid, [] { __syncthreads(); });
+    DCN_TRACE_END(k_blocks);
 }
 
 // ------------------------------------------------------------------------------ the float32 kernel (bf16 pairs)
@@ -826,6 +837,8 @@ __global__ void __launch_bounds__(FusedPairTile<MT>::kThreads, 1)
     extern __shared__ __align__(16) unsigned char fused_smem[];
     unsigned char* const smem =
         fused_smem + ((1024 - (static_cast<uint32_t>(__cvta_generic_to_shared(fused_smem)) & 1023)) & 1023);
+    DCN_TRACE(kTraceStartNs, traceNs());
+    DCN_TRACE(kTraceStart, clock64());
     int const tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     FusedWork const work = fusedWorkOf<BN>(f, split, blockIdx.x);
     int const k_blocks = work.k_blocks;
@@ -871,8 +884,10 @@ __global__ void __launch_bounds__(FusedPairTile<MT>::kThreads, 1)
 
     float big[64], small[64];  // hi * hi; hi * lo + lo * hi: MT tiles of 64 / MT (the first wgmma of each overwrites)
     fillCornerTable<BN>(put, offset, mask, sp, f, work.tile0, at.chunk, og, tid, Tile::kThreads);
+    DCN_TRACE(kTraceTableFilled, clock64());
     waitPrevious();
     __syncthreads();
+    DCN_TRACE(kTraceWaited, clock64());
     loadFirstQuarters();
     storeBlock();
     if (k_blocks > 1) loadFirstQuarters();
@@ -880,7 +895,9 @@ __global__ void __launch_bounds__(FusedPairTile<MT>::kThreads, 1)
     // the warpgroup's first m64 tile of the weight (rows 64 * MT * wg ...), the samples
     uint32_t const a0 = smemDescriptorLow(smem + wg * MT * 64 * 128), b0 = smemDescriptorLow(smem + Tile::kABytes);
     int multiply_stage = 0;
+    DCN_TRACE(kTraceLoopStart, clock64());
     for (int kb = 0; kb < k_blocks; ++kb) {
+        if (kb == k_blocks / 2) DCN_TRACE(kTraceMiddle, clock64());
         cpAsyncWait<0>();
         TORCHTRT_EXT_SM90A_ONLY(asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"));
         __syncthreads();
@@ -894,6 +911,7 @@ __global__ void __launch_bounds__(FusedPairTile<MT>::kThreads, 1)
             pairProducts<MT>(big, small, a0 + stage_at + s * (32 >> 4), b0 + stage_at + s * (32 >> 4), kb > 0 || s > 0);
         }
         wgmmaCommit();
+        if (kb == 0) DCN_TRACE(kTraceFirstIssued, clock64());
         if (kb + 1 < k_blocks) storeBlock();
         // The wgmma that read the stage the next iteration stores into: with 3 stages that of kb - 1, then the reads
         // of block kb + 2; with 2 stages this one, the reads issued before the wait (registers only).
@@ -910,11 +928,13 @@ __global__ void __launch_bounds__(FusedPairTile<MT>::kThreads, 1)
     wgmmaWait<0>();
     pinRegisters(big);
     pinRegisters(small);
+    DCN_TRACE(kTraceLoopEnd, clock64());
 #pragma unroll
     for (int i = 0; i < 64; ++i) big[i] += small[i];
     static_assert(Tile::kBM * kFusedOutPitch<float, BN> <= S * Tile::kStageBytes, "the output tile must fit");
     fusedStoreTile<float, Tile::kBM, Tile::kThreads, BN, MT>(big, work, f, bias, out, partials, smem, tid,
                                                              [] { __syncthreads(); });
+    DCN_TRACE_END(k_blocks);
 }
 
 // ------------------------------------------------------------------------------ the warp-specialized kernel
@@ -993,6 +1013,8 @@ __global__ void __launch_bounds__(FusedWsTile::kThreads, 1)
     extern __shared__ __align__(16) unsigned char fused_smem[];
     unsigned char* const smem =
         fused_smem + ((1024 - (static_cast<uint32_t>(__cvta_generic_to_shared(fused_smem)) & 1023)) & 1023);
+    DCN_TRACE(kTraceStartNs, traceNs());
+    DCN_TRACE(kTraceStart, clock64());
     int const tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     FusedWork const work = fusedWorkOf(f, split, blockIdx.x);
     uint32_t const full0 = sharedAddress(smem + Tile::kBarriersAt);  // full[s] = full0 + 8 s
@@ -1011,8 +1033,10 @@ __global__ void __launch_bounds__(FusedWsTile::kThreads, 1)
     int table_of = at.chunk * f.offset_groups + og;
     // the first table by every thread, from offsets and mask only: before the wait (launchFused)
     fillCornerTable(put, offset, mask, sp, f, work.tile0, at.chunk, og, tid, Tile::kThreads);
+    DCN_TRACE(kTraceTableFilled, clock64());
     waitPrevious();
     __syncthreads();
+    DCN_TRACE(kTraceWaited, clock64());
 
     if (warp >= Tile::kConsumerThreads / 32) {
         // Producers: per reduction block the corners into registers, then (once the consumers are done with the
@@ -1054,7 +1078,9 @@ __global__ void __launch_bounds__(FusedWsTile::kThreads, 1)
         uint32_t const a0 = smemDescriptorLow(smem + wg * 64 * 128), b0 = smemDescriptorLow(smem + Tile::kABytes);
         int s = 0, last = 0;
         uint32_t parity = 0;
+        DCN_TRACE(kTraceLoopStart, clock64());  // (the stamps of this kernel are a consumer's: thread 0)
         for (int kb = 0; kb < work.k_blocks; ++kb) {
+            if (kb == work.k_blocks / 2) DCN_TRACE(kTraceMiddle, clock64());
             mbarrierWait(full0 + 8 * s, parity);
             uint32_t const stage_at = static_cast<uint32_t>(s * (Tile::kStageBytes >> 4));
             pinRegisters(acc);
@@ -1065,6 +1091,7 @@ __global__ void __launch_bounds__(FusedWsTile::kThreads, 1)
                                smemDescriptor(b0 + stage_at + k * (32 >> 4)), kb > 0 || k > 0);
             }
             wgmmaCommit();
+            if (kb == 0) DCN_TRACE(kTraceFirstIssued, clock64());
             wgmmaWait<1>();
             pinRegisters(acc);
             if (kb > 0 && lane == 0) mbarrierArrive(empty0 + 8 * last);
@@ -1073,9 +1100,11 @@ __global__ void __launch_bounds__(FusedWsTile::kThreads, 1)
         }
         wgmmaWait<0>();
         pinRegisters(acc);
+        DCN_TRACE(kTraceLoopEnd, clock64());
         static_assert(Tile::kBM * kFusedOutPitch<T> <= S * Tile::kStageBytes, "the output tile must fit");
         fusedStoreTile<T, Tile::kBM, Tile::kConsumerThreads>(acc, work, f, bias, out, partials, smem, tid,
                                                              [] { namedBarrier(2, Tile::kConsumerThreads); });
+        DCN_TRACE_END(work.k_blocks);
     }
 }
 

@@ -47,6 +47,12 @@ def test_launchers_are_exported_as_c_functions() -> None:
         assert symbols.get(name) == "T", f"{name} is not an exported function of the kernels library"
 
 
+def test_the_regular_build_has_no_deform_conv2d_trace_reader() -> None:
+    symbols = _dynamic_symbols(_library_path())
+    assert "torchtrt_ext_deform_conv2d_trace" not in symbols, (
+        "this kernels library is the diagnostic build (setup.py's TORCHTRT_EXT_DCN_TRACE=1): rebuild it without")
+
+
 def test_internal_symbols_stay_hidden() -> None:
     symbols = _dynamic_symbols(_library_path())
     leaked = [name for name in symbols if "l2norm_detail" in name or name.startswith("torchtrt_ext::")]

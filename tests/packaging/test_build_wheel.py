@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import types
 import zipfile
 from pathlib import Path
 from types import ModuleType
@@ -61,6 +62,29 @@ def test_check_reports_a_wheel_without_libraries(build_wheel: ModuleType, tmp_pa
     with pytest.raises(build_wheel.WheelError, match=r"lacks torchtrt_ext/lib/libtorchtrt_ext_kernels.so, .*"
                                                      r"build_info.json"):
         build_wheel.check(wheel)
+
+
+def test_the_wheel_build_drops_the_diagnostic_and_skip_settings(build_wheel: ModuleType, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # stand-ins for setup.py's finders and for pip: only build()'s own orchestration runs
+    stand_in_setup = types.SimpleNamespace(find_nvcc=lambda: "/stand-in/nvcc", nvcc_cuda_version=lambda nvcc: (13, 0),
+                                           find_trt_include=lambda: (Path("/stand-in/include"), []),
+                                           DEFAULT_ARCHS="90")
+    monkeypatch.setattr(build_wheel, "_setup_module", lambda: stand_in_setup)
+    seen: dict[str, str] = {}
+
+    def pip_wheel(cmd: list[str], check: bool, env: dict[str, str]) -> None:
+        seen.update(env)
+        out = Path(cmd[cmd.index("-w") + 1])
+        (out / "torchtrt_ext_cu13-0.1.0-py3-none-manylinux_2_34_x86_64.whl").write_bytes(b"")
+
+    monkeypatch.setattr(build_wheel.subprocess, "run", pip_wheel)
+    monkeypatch.setenv("TORCHTRT_EXT_DCN_TRACE", "1")
+    monkeypatch.setenv("TORCHTRT_EXT_SKIP_NATIVE", "1")
+    wheel = build_wheel.build(13, tmp_path / "out")
+    assert wheel.name.startswith("torchtrt_ext_cu13-")
+    assert "TORCHTRT_EXT_DCN_TRACE" not in seen and "TORCHTRT_EXT_SKIP_NATIVE" not in seen
+    assert seen["TORCHTRT_EXT_CUDA_MAJOR"] == "13" and seen["TORCHTRT_EXT_NVCC"] == "/stand-in/nvcc"
 
 
 def test_headers_names_the_folder_a_build_would_use(tmp_path: Path) -> None:

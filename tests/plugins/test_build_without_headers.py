@@ -4,15 +4,13 @@ that only creates its output, so nothing is compiled."""
 from __future__ import annotations
 
 import os
-import shutil
-import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-import torchtrt_ext
+from tests._setup_tree import setup_tree
 from tests.conftest import trt_include_dir
 from tests.plugins._plugin_harness import ROOT
 from torchtrt_ext import _native
@@ -27,18 +25,7 @@ exit 1
 
 
 def test_setup_skips_plugin_library_without_headers(tmp_path: Path) -> None:
-    tree = tmp_path / "checkout"
-    tree.mkdir()
-    for name in ("setup.py", "pyproject.toml"):
-        shutil.copy(ROOT / name, tree / name)
-    shutil.copytree(ROOT / "csrc", tree / "csrc")
-    (tree / "torchtrt_ext").mkdir()
-    (tree / "torchtrt_ext" / "__init__.py").write_text("")
-    # pyproject.toml reads the version there (the wheel test's tree has no package sources: write it, not copy it)
-    (tree / "torchtrt_ext" / "_version.py").write_text(f'__version__ = "{torchtrt_ext.__version__}"\n')
-    nvcc = tmp_path / "nvcc"
-    nvcc.write_text(FAKE_NVCC)
-    nvcc.chmod(nvcc.stat().st_mode | stat.S_IEXEC)
+    tree, nvcc = setup_tree(tmp_path, FAKE_NVCC)
     env = {k: v for k, v in os.environ.items() if k not in ("TORCHTRT_EXT_TRT_INCLUDE", "TensorRT_ROOT")}
     env["TORCHTRT_EXT_NVCC"] = str(nvcc)
     env["TORCHTRT_EXT_CUDA_ARCHS"] = "90"
