@@ -1,6 +1,7 @@
 """The GPU benchmark scripts stay importable and parse their arguments on any machine (they run on the H200)."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,8 +11,8 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
-SCRIPTS = ["kernels.py", "deform_conv.py", "deform_conv_routes.py", "deform_conv_waves.py", "detector.py",
-           "overhead.py"]
+SCRIPTS = ["kernels.py", "deform_conv.py", "deform_conv_routes.py", "deform_conv_waves.py", "deform_conv_trace.py",
+           "detector.py", "overhead.py"]
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -80,3 +81,83 @@ def test_deform_conv_waves_fit_recovers_a_line(bench_path: Path) -> None:
     assert abs(slope - 1.25) < 1e-12 and abs(intercept - 7.5) < 1e-12
     slope, intercept = fit([1.0, 2.0, 3.0], [1.0, 3.0, 2.0])  # least squares, not the end points
     assert abs(slope - 0.5) < 1e-12 and abs(intercept - 1.0) < 1e-12
+
+
+def test_deform_conv_trace_slots_mirror_the_kernel_header(bench_path: Path) -> None:
+    from deform_conv_trace import ROW_SLOTS, ROWS, SLOTS
+
+    header = (bench_path.parent / "csrc" / "kernels" / "deform_conv2d_trace.cuh").read_text()
+    enum = header[header.index("enum TraceSlot"):header.index("};", header.index("enum TraceSlot"))]
+    slots = {re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower(): int(value)
+             for name, value in re.findall(r"kTrace(\w+) = (\d+),", enum)}
+    assert slots == SLOTS
+    assert f"kTraceBlocks = {ROWS};" in header and f"kTraceSlots = {ROW_SLOTS};" in header
+
+
+def _trace_row(sm: int, start_ns: int, epilogue_cycles: int) -> list[int]:
+    """A stand-in block row at 2 clock cycles a ns: table 1 µs, wait 0.5, fill 2, first wgmma 0.2 after the fill,
+    loop halves 8 and 7 µs over 30 reduction blocks, then the epilogue."""
+    row = [0] * 16
+    clock = 5000
+    row[4] = clock
+    for slot, cycles in ((5, 2000), (6, 1000), (7, 4000), (9, 16000), (10, 14000), (11, epilogue_cycles)):
+        clock += cycles
+        row[slot] = clock
+    row[8] = row[7] + 400
+    row[0], row[1], row[2], row[3] = start_ns, start_ns + (clock - 5000) // 2, sm, 30
+    return row
+
+
+def test_deform_conv_trace_summary_takes_the_blocks_apart(bench_path: Path) -> None:
+    from deform_conv_trace import report, summarize
+
+    rows = [_trace_row(0, 1000, 3000), _trace_row(0, 21500, 3000), _trace_row(1, 1000, 5000)] + [[0] * 16] * 5
+    s = summarize(rows)
+    assert s["blocks"] == 3 and s["sms"] == 2 and s["blocks_per_sm"] == [1, 2] and s["reduction_blocks"] == (30, 30)
+    assert s["ghz"] == 2.0 and s["span_us"] == 40.5
+    expected = {"first corner table": 1.0, "wait for the kernels before": 0.5, "pipeline fill (blocks 0, 1 read)": 2.0,
+                "first wgmma issued": 0.2, "loop, first half": 8.0, "loop, second half": 7.0}
+    for phase, us in expected.items():
+        assert s["phases"][phase] == (us, us, us, us), phase
+    assert s["phases"]["output stored"] == (1.5, 1.5, 2.5, 2.5)
+    assert s["phases"]["whole block"] == (20.0, 20.0, 21.0, 21.0)
+    assert s["per_block_us"] == (0.5, 0.5, 0.5)
+    assert s["sm_gap_us"] == (0.5, 0.5)
+    assert s["sm_end_us"] == (21.0, 30.75, 40.5)
+    assert report("resnet_stage", s) == """\
+## resnet_stage: 3 blocks on 2 multiprocessors (1/2 a multiprocessor), 30-30 reduction blocks a block, span 40.5 µs, \
+clock 2.000 GHz
+
+| phase | median µs | p10 | p90 | max |
+|---|---|---|---|---|
+| first corner table | 1.00 | 1.00 | 1.00 | 1.00 |
+| wait for the kernels before | 0.50 | 0.50 | 0.50 | 0.50 |
+| pipeline fill (blocks 0, 1 read) | 2.00 | 2.00 | 2.00 | 2.00 |
+| first wgmma issued | 0.20 | 0.20 | 0.20 | 0.20 |
+| loop, first half | 8.00 | 8.00 | 8.00 | 8.00 |
+| loop, second half | 7.00 | 7.00 | 7.00 | 7.00 |
+| output stored | 1.50 | 1.50 | 2.50 | 2.50 |
+| whole block | 20.00 | 20.00 | 21.00 | 21.00 |
+
+loop µs per reduction block: median 0.500, p10 0.500, p90 0.500
+gap between consecutive blocks on a multiprocessor µs: median 0.50, max 0.50
+multiprocessors' last block ends µs after the first start: min 21.0, median 30.8, max 40.5
+"""
+    assert summarize([_trace_row(3, 1000, 3000)])["sm_gap_us"] is None
+    with pytest.raises(ValueError, match="^no rows written: no fused-kernel block ran$"):
+        summarize([[0] * 16] * 3)
+    # a block whose globaltimer did not advance (a coarse timer) is left out of the clock rate, not divided by
+    still = _trace_row(2, 1000, 3000)
+    still[1] = still[0]
+    assert summarize(rows + [still])["ghz"] == 2.0
+    with pytest.raises(ValueError, match="^no block's globaltimer advanced: its clock rate is unknown$"):
+        summarize([still])
+
+
+def test_deform_conv_trace_cases_name_bench_cases_or_exact_waves(bench_path: Path) -> None:
+    from deform_conv_trace import case_shape
+
+    assert case_shape("resnet_stage") == (8, 256, 256, 64, 64)
+    assert case_shape("waves:2x128") == (8, 128, 256, 64, 66)
+    with pytest.raises(SystemExit, match="unknown case 'nope': one of resnet_stage, det_head"):
+        case_shape("nope")
