@@ -5,13 +5,13 @@
 
 Needs the diagnostic build (setup.py's TORCHTRT_EXT_DCN_TRACE=1, csrc/kernels/deform_conv2d_trace.cuh): there the
 fused kernels (fusedKernel and fusedWsKernel for fp16/bf16, fusedPairKernel for float32; H100/H200) have thread 0 of
-each block stamp its clock at each phase boundary (fusedWsKernel's thread 0 is a consumer). Time nothing else there. Per case, one call of the launcher on a channels-last input after
-warm-up (with --cold, after a 256 MB write that evicts L2), then over the blocks the median, p10, p90 and max µs of each
-phase (clock64 at the blocks' median rate, from their globaltimer spans), the loop's µs per reduction block, the gaps
-between consecutive blocks on a multiprocessor and the spread of the multiprocessors' end times: the per-tile cost
-that deform_conv_waves.py's intercept sums up, taken apart. Cases: deform_conv.CASES by name, and waves:<w>x<cin> for
-deform_conv_waves.py's shapes (4w x cin -> 256 x 64 x 66: exactly w waves of 128-pixel tiles, 9 reduction blocks per 64
-input channels).
+each block stamp its clock at each phase boundary (fusedWsKernel's thread 0 is a consumer). Time nothing else there.
+Per case, one call of the launcher on a channels-last input after warm-up (with --cold, after a 256 MB write that
+evicts L2), then over the blocks the median, p10, p90 and max µs of each phase (clock64 at the blocks' median rate,
+from their globaltimer spans), the loop's µs per reduction block, the gaps between consecutive blocks on a
+multiprocessor and the spread of the multiprocessors' end times: the per-tile cost that deform_conv_waves.py's
+intercept sums up, taken apart. Cases: deform_conv.CASES by name, and waves:<w>x<cin> for deform_conv_waves.py's
+shapes (4w x cin -> 256 x 64 x 66: exactly w waves of 128-pixel tiles, 9 reduction blocks per 64 input channels).
 """
 from __future__ import annotations
 
