@@ -71,6 +71,8 @@ def test_the_wheel_build_drops_the_diagnostic_and_skip_settings(build_wheel: Mod
                                            find_trt_include=lambda: (Path("/stand-in/include"), []),
                                            DEFAULT_ARCHS="90")
     monkeypatch.setattr(build_wheel, "_setup_module", lambda: stand_in_setup)
+    # only the pyproject staged: the installed-wheel test's tree has no torchtrt_ext/ to copy
+    monkeypatch.setattr(build_wheel, "STAGED", ("pyproject.toml",))
     seen: dict[str, str] = {}
 
     def pip_wheel(cmd: list[str], check: bool, env: dict[str, str]) -> None:
