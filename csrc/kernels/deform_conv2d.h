@@ -26,11 +26,12 @@
 // pairs (hi + lo, three products), in our own GEMM as TF32 pairs ("3xTF32"); in true FP32 where cuBLASLt has no bf16
 // algorithm. The compute type is set per call: no global state. No TensorRT, no torch headers.
 //
-// fp16/bf16 on an H100/H200 (compute capability 9.0, a library built with 90 among its architectures, whose device
-// code for it is sm_90a) where every conv group and offset group holds whole blocks of 64 channels: one fused kernel
-// instead, an implicit GEMM (wgmma) whose threads sample straight into shared memory, no columns; taken where its
-// blocks fill the GPU's waves well (deform_conv2d_sm90.cuh). TORCHTRT_EXT_DCN_FUSED=0 never takes it, =1 wherever it
-// applies. Its bilinear sums are in the data type (HFMA2), not FP32.
+// On an H100/H200 (compute capability 9.0, a library built with 90 among its architectures, whose device code for it
+// is sm_90a) where every conv group and offset group holds whole blocks of 64 channels: one fused kernel instead, an
+// implicit GEMM (wgmma) whose threads sample straight into shared memory, no columns; taken where its blocks fill the
+// GPU's waves well, and for float32 where a conv group has at most 256 output channels (deform_conv2d_sm90.cuh).
+// TORCHTRT_EXT_DCN_FUSED=0 never takes it, =1 wherever it applies. Its bilinear sums are in the data type for fp16/bf16
+// (HFMA2), not FP32; float32 samples in FP32 and multiplies as bf16 pairs (three products), as the column path does.
 #pragma once
 
 #include <cuda_runtime_api.h>
