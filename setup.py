@@ -26,7 +26,7 @@ Environment variables:
                             checkout, TensorRT_ROOT/include, system folders, .deps/TensorRT/include, pip's tensorrt)
   TORCHTRT_EXT_NVCC         the nvcc to use (else: $CUDA_HOME/bin/nvcc, then PATH)
   TORCHTRT_EXT_SKIP_NATIVE  set to 1 to skip both libraries
-  TORCHTRT_EXT_DCN_TRACE    set to 1 for a diagnostic build whose fused DeformConv2d kernel stamps each block's phases
+  TORCHTRT_EXT_DCN_TRACE    set to 1 for a diagnostic build whose fused DeformConv2d kernels stamp each block's phases
                             (csrc/kernels/deform_conv2d_trace.cuh, read by bench/deform_conv_trace.py); never for
                             a wheel (scripts/build_wheel.py drops it)
 
@@ -134,7 +134,7 @@ def arch_defines() -> list[str]:
 
 
 def dcn_trace() -> bool:
-    """Whether TORCHTRT_EXT_DCN_TRACE=1 asks for the diagnostic build (the fused DeformConv2d kernel's stamps)."""
+    """Whether TORCHTRT_EXT_DCN_TRACE=1 asks for the diagnostic build (the fused DeformConv2d kernels' stamps)."""
     return os.environ.get("TORCHTRT_EXT_DCN_TRACE") == "1"
 
 

@@ -94,10 +94,11 @@ def report(name: str, s: dict) -> str:
 def case_shape(case: str) -> tuple[int, int, int, int, int]:
     """(n, cin, cout, h, w) of a deform_conv.CASES name or of waves:<w>x<cin>."""
     from deform_conv import CASES
+    from deform_conv_waves import wave_shape
 
     if case.startswith("waves:"):
         waves, cin = (int(v) for v in case.removeprefix("waves:").split("x"))
-        return 4 * waves, cin, 256, 64, 66
+        return wave_shape(waves, cin)
     shapes = {c[0]: c[1:] for c in CASES}
     if case not in shapes:
         raise SystemExit(f"unknown case {case!r}: one of {', '.join(shapes)} or waves:<w>x<cin>")
@@ -106,21 +107,15 @@ def case_shape(case: str) -> tuple[int, int, int, int, int]:
 
 def trace_case(trace: object, case: str, dtype: torch.dtype, cold: bool) -> list[list[int]]:
     """The rows of one launcher call of `case` on a channels-last input (after 5 untraced calls)."""
-    from deform_conv import case_inputs
-    from torchtrt_ext.ops._deform_conv2d_launcher import deform_conv2d_full
+    from deform_conv_waves import warm_channels_last_call
 
-    x, off, msk, wt, b = case_inputs(*case_shape(case), dtype)
-    x = x.contiguous(memory_format=torch.channels_last)
-    one = (1, 1)
-    for _ in range(5):
-        deform_conv2d_full(x, off, wt, b, msk, one, one, one, 1, 1)
-    torch.cuda.synchronize()
+    call = warm_channels_last_call(case_shape(case), dtype)
     buffer = (ctypes.c_uint64 * (ROWS * ROW_SLOTS))()
     if trace(None, 0) != 0:  # type: ignore[operator]
         raise SystemExit("torchtrt_ext_deform_conv2d_trace failed to clear the rows")
     if cold:
         torch.empty(256 << 20, dtype=torch.uint8, device="cuda").zero_()
-    deform_conv2d_full(x, off, wt, b, msk, one, one, one, 1, 1)
+    call()
     torch.cuda.synchronize()
     if trace(ctypes.byref(buffer), ctypes.sizeof(buffer)) != 0:  # type: ignore[operator]
         raise SystemExit("torchtrt_ext_deform_conv2d_trace failed to copy the rows")

@@ -12,6 +12,7 @@ pays besides its blocks).
 from __future__ import annotations
 
 import argparse
+from typing import Callable
 
 import torch
 
@@ -19,9 +20,16 @@ from torchtrt_ext.ops._deform_conv2d_launcher import deform_conv2d_full
 from deform_conv import _kernel_times, case_inputs  # bench/ on sys.path when run from bench/
 
 
-def fused_us(n: int, cin: int, calls: int) -> float:
-    """Mean device µs per call of the fused kernel and the weight reorder at N x cin -> 256 x 64 x 66, fp16."""
-    x, off, msk, wt, b = case_inputs(n, cin, 256, 64, 66, torch.float16)
+def wave_shape(waves: int, cin: int) -> tuple[int, int, int, int, int]:
+    """(n, cin, cout, h, w) whose 128-pixel tiles fill exactly `waves` waves of 132 multiprocessors: 4 waves x cin ->
+    256 x 64 x 66."""
+    return 4 * waves, cin, 256, 64, 66
+
+
+def warm_channels_last_call(shape: tuple[int, int, int, int, int], dtype: torch.dtype) -> Callable[[], None]:
+    """One launcher call on deform_conv.case_inputs of `shape` (n, cin, cout, h, w) with a channels-last input, after
+    5 calls of it and a synchronize."""
+    x, off, msk, wt, b = case_inputs(*shape, dtype)
     x = x.contiguous(memory_format=torch.channels_last)
     one = (1, 1)
 
@@ -31,6 +39,12 @@ def fused_us(n: int, cin: int, calls: int) -> float:
     for _ in range(5):
         call()
     torch.cuda.synchronize()
+    return call
+
+
+def fused_us(waves: int, cin: int, calls: int) -> float:
+    """Mean device µs per call of the fused kernel and the weight reorder at wave_shape(waves, cin), fp16."""
+    call = warm_channels_last_call(wave_shape(waves, cin), torch.float16)
     return sum(us for name, us in _kernel_times(call, calls).items() if "fused" in name or "prepareFused" in name)
 
 
@@ -53,7 +67,7 @@ def main() -> None:
     print("| waves | " + " | ".join(f"{k} blocks" for k in blocks) + " | µs a block | intercept µs |")
     print("|---" * (len(channels) + 3) + "|")
     for waves in (int(w) for w in args.waves.split(",")):
-        us = [fused_us(4 * waves, c, args.calls) for c in channels]
+        us = [fused_us(waves, c, args.calls) for c in channels]
         slope, intercept = fit([float(k) for k in blocks], us)
         print(f"| {waves} | " + " | ".join(f"{u:.1f}" for u in us) + f" | {slope:.3f} | {intercept:.1f} |", flush=True)
 

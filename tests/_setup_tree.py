@@ -7,8 +7,7 @@ import stat
 from pathlib import Path
 
 import torchtrt_ext
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.plugins._plugin_harness import ROOT
 
 
 def setup_tree(tmp_path: Path, nvcc_script: str) -> tuple[Path, Path]:
